@@ -1,0 +1,15 @@
+//! bloatlab's datapath core: everything a link direction does to packets, with no I/O and no
+//! clock. Every entry point takes `now`; every component says when it next needs attention.
+//! The I/O shell (`bloatlab-link`) owns sockets, the clock and the event loop, and a
+//! virtual-time replay can drive the very same code.
+
+pub mod pipeline;
+pub mod qdisc;
+pub mod rate;
+pub mod rng;
+pub mod stats;
+pub mod time;
+
+pub use pipeline::{DirectionConfig, Event, EventKind, Pipeline};
+pub use qdisc::{DropReason, Packet};
+pub use time::{Duration, Instant};

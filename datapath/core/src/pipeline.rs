@@ -1,0 +1,317 @@
+//! One link direction: arrival -> random loss -> queue discipline -> serialiser -> delay -> out.
+//!
+//! Time only moves forward. `arrive` and `poll` first bring the serialiser up to `now`,
+//! processing each completion at its exact virtual time, so a late wake-up of the I/O loop
+//! delays the physical send but never shifts the emulated schedule.
+
+use std::collections::VecDeque;
+
+use crate::qdisc::{DropReason, Packet, Queue, QueueConfig, QueueEvent, QueueStats};
+use crate::rate::{Rate, TRACE_OPPORTUNITY_BYTES};
+use crate::rng::Rng;
+use crate::stats::DirectionStats;
+use crate::time::{Duration, Instant};
+
+/// Ethernet header: anything shorter is not a frame.
+pub const MIN_FRAME_BYTES: usize = 14;
+/// 1500-byte MTU plus the Ethernet header and one VLAN tag.
+pub const DEFAULT_MAX_FRAME_BYTES: usize = 1518;
+
+#[derive(Clone, Debug)]
+pub struct DirectionConfig {
+    pub rate: Rate,
+    /// One-way propagation delay.
+    pub delay: Duration,
+    /// Uniform +-jitter on the delay; packets are never reordered by it. At most `delay`.
+    pub jitter: Duration,
+    /// Random loss probability in [0, 1).
+    pub loss: f64,
+    pub queue: QueueConfig,
+    pub seed: u64,
+    /// Larger frames are dropped as `Oversize`, never queued as one packet.
+    pub max_frame_bytes: usize,
+}
+
+/// What the queue log records. The discriminant is the code in the log file.
+#[repr(u8)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EventKind {
+    Enqueue = 1,
+    Dequeue = 2,
+    Drop = 3,
+}
+
+/// One queue-log record: backlog is after the event; `value` is the frame's bytes for
+/// Enqueue and Drop, its sojourn in the queue in ns for Dequeue.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Event {
+    pub t: Instant,
+    pub kind: EventKind,
+    pub reason: u8,
+    pub value: u64,
+    pub backlog_pkts: u32,
+    pub backlog_bytes: u32,
+}
+
+/// A packet leaving the link, and when it was due to.
+#[derive(Debug)]
+pub struct Departure {
+    pub packet: Packet,
+    pub at: Instant,
+}
+
+#[derive(Default)]
+struct EventLog {
+    enabled: bool,
+    events: Vec<Event>,
+}
+
+impl EventLog {
+    fn push(&mut self, t: Instant, kind: EventKind, reason: u8, value: u64, q: &QueueStats) {
+        if self.enabled {
+            let backlog_pkts = q.backlog_pkts.min(u32::MAX as u64) as u32;
+            let backlog_bytes = q.backlog_bytes.min(u32::MAX as u64) as u32;
+            self.events.push(Event { t, kind, reason, value, backlog_pkts, backlog_bytes });
+        }
+    }
+    fn queue_event(&mut self, t: Instant, e: QueueEvent, q: &QueueStats) {
+        match e {
+            QueueEvent::Enqueued { bytes } => self.push(t, EventKind::Enqueue, 0, bytes as u64, q),
+            QueueEvent::Dequeued { sojourn } => self.push(t, EventKind::Dequeue, 0, sojourn.nanos(), q),
+            QueueEvent::Dropped { bytes, reason } => self.push(t, EventKind::Drop, reason as u8, bytes as u64, q),
+        }
+    }
+}
+
+/// The serialiser: takes packets from the queue when the link is free and holds each for
+/// its transmission time (constant rate) or until a trace opportunity carries its last byte.
+struct Server {
+    rate: Rate,
+    in_service: Option<Packet>,
+    /// Trace mode: bytes of `in_service` not yet carried.
+    left: u64,
+    /// Constant rate: when `in_service` has been transmitted.
+    busy_until: Instant,
+    /// Trace mode: the trace's time zero, and the next opportunity not yet used.
+    origin: Instant,
+    next_opp: u64,
+}
+
+impl Server {
+    /// Processes every completion and trace opportunity up to `now`, each at its own time.
+    fn advance(&mut self, now: Instant, take: &mut impl FnMut(Instant) -> Option<Packet>, done: &mut impl FnMut(Instant, Packet)) {
+        match &self.rate {
+            Rate::Unlimited => {}
+            Rate::Constant { bps } => {
+                let bps = *bps;
+                while self.in_service.is_some() && self.busy_until <= now {
+                    let t = self.busy_until;
+                    done(t, self.in_service.take().unwrap());
+                    if let Some(p) = take(t) {
+                        self.busy_until = t + Rate::tx_time(bps, p.len() as u64);
+                        self.in_service = Some(p);
+                    }
+                }
+            }
+            Rate::Trace(trace) => loop {
+                let t = trace.time_of(self.origin, self.next_opp);
+                if t > now {
+                    break;
+                }
+                // An opportunity with nothing to carry is wasted, as on a real cellular link.
+                let mut budget = TRACE_OPPORTUNITY_BYTES;
+                while budget > 0 {
+                    if self.in_service.is_none() {
+                        match take(t) {
+                            Some(p) => {
+                                self.left = p.len() as u64;
+                                self.in_service = Some(p);
+                            }
+                            None => break,
+                        }
+                    }
+                    let used = budget.min(self.left);
+                    budget -= used;
+                    self.left -= used;
+                    if self.left == 0 {
+                        done(t, self.in_service.take().unwrap());
+                    }
+                }
+                self.next_opp += 1;
+                if self.in_service.is_none() && budget > 0 {
+                    break; // queue empty: later opportunities are found afresh on arrival
+                }
+            },
+        }
+    }
+
+    /// After an arrival at `now` (and `advance(now)`): start serving if the link is idle.
+    fn kick(&mut self, now: Instant, take: &mut impl FnMut(Instant) -> Option<Packet>, done: &mut impl FnMut(Instant, Packet)) {
+        match &self.rate {
+            Rate::Unlimited => {
+                while let Some(p) = take(now) {
+                    done(now, p);
+                }
+            }
+            Rate::Constant { bps } => {
+                if self.in_service.is_none() {
+                    if let Some(p) = take(now) {
+                        self.busy_until = now + Rate::tx_time(*bps, p.len() as u64);
+                        self.in_service = Some(p);
+                    }
+                }
+            }
+            Rate::Trace(trace) => {
+                if self.in_service.is_none() {
+                    self.next_opp = self.next_opp.max(trace.first_at_or_after(self.origin, now));
+                }
+            }
+        }
+        if matches!(self.rate, Rate::Trace(_)) {
+            self.advance(now, take, done); // an opportunity may fall exactly on `now`
+        }
+    }
+
+    fn next_deadline(&self, queue_empty: bool) -> Option<Instant> {
+        match &self.rate {
+            Rate::Unlimited => None,
+            Rate::Constant { .. } => self.in_service.as_ref().map(|_| self.busy_until),
+            Rate::Trace(trace) => {
+                (self.in_service.is_some() || !queue_empty).then(|| trace.time_of(self.origin, self.next_opp))
+            }
+        }
+    }
+}
+
+/// Propagation delay: a FIFO of departures whose times never decrease, so jitter cannot reorder.
+struct DelayLine {
+    delay: Duration,
+    jitter: Duration,
+    q: VecDeque<Departure>,
+    last: Instant,
+}
+
+impl DelayLine {
+    fn push(&mut self, sent: Instant, packet: Packet, rng: &mut Rng) {
+        let mut d = self.delay;
+        if self.jitter.nanos() > 0 {
+            d = Duration(self.delay.nanos() - self.jitter.nanos() + rng.below_incl(2 * self.jitter.nanos()));
+        }
+        let at = (sent + d).max(self.last);
+        self.last = at;
+        self.q.push_back(Departure { packet, at });
+    }
+}
+
+pub struct Pipeline {
+    loss: f64,
+    max_frame_bytes: usize,
+    rng: Rng,
+    queue: Queue,
+    server: Server,
+    line: DelayLine,
+    log: EventLog,
+    next_id: u64,
+    stats: DirectionStats,
+    last_now: Instant,
+}
+
+impl Pipeline {
+    /// A pipeline whose trace (if any) starts at `origin`.
+    pub fn new(cfg: &DirectionConfig, origin: Instant) -> Self {
+        assert!(cfg.jitter <= cfg.delay, "jitter must not exceed delay");
+        Pipeline {
+            loss: cfg.loss,
+            max_frame_bytes: cfg.max_frame_bytes,
+            rng: Rng::new(cfg.seed),
+            queue: Queue::new(cfg.queue.build()),
+            server: Server { rate: cfg.rate.clone(), in_service: None, left: 0, busy_until: origin, origin, next_opp: 0 },
+            line: DelayLine { delay: cfg.delay, jitter: cfg.jitter, q: VecDeque::new(), last: origin },
+            log: EventLog::default(),
+            next_id: 0,
+            stats: DirectionStats::default(),
+            last_now: origin,
+        }
+    }
+
+    /// Keep a per-event log (see `take_events`).
+    pub fn record_events(&mut self, on: bool) {
+        self.log.enabled = on;
+    }
+
+    /// A frame arrives at `now`.
+    pub fn arrive(&mut self, now: Instant, data: Vec<u8>) {
+        self.advance(now);
+        self.stats.arrivals += 1;
+        self.stats.bytes_in += data.len() as u64;
+        let early_drop = if data.len() < MIN_FRAME_BYTES {
+            Some(DropReason::Runt)
+        } else if data.len() > self.max_frame_bytes {
+            Some(DropReason::Oversize)
+        } else if self.rng.chance(self.loss) {
+            Some(DropReason::Loss)
+        } else {
+            None
+        };
+        if let Some(reason) = early_drop {
+            self.stats.drops.add(reason);
+            self.log.push(now, EventKind::Drop, reason as u8, data.len() as u64, self.queue.stats());
+            return;
+        }
+        let pkt = Packet::new(self.next_id, data);
+        self.next_id += 1;
+        let log = &mut self.log;
+        self.queue.enqueue(now, pkt, &mut |e, s| log.queue_event(now, e, s));
+        let Pipeline { queue, server, line, log, rng, .. } = self;
+        let mut take = |t: Instant| queue.dequeue(t, &mut |e, s| log.queue_event(t, e, s));
+        server.kick(now, &mut take, &mut |t, p| line.push(t, p, rng));
+    }
+
+    /// Moves time to `now` and hands out every packet due by then, in order.
+    pub fn poll(&mut self, now: Instant, out: &mut Vec<Departure>) {
+        self.advance(now);
+        while self.line.q.front().is_some_and(|d| d.at <= now) {
+            let d = self.line.q.pop_front().unwrap();
+            self.stats.departures += 1;
+            self.stats.bytes_out += d.packet.len() as u64;
+            out.push(d);
+        }
+    }
+
+    /// When `poll` next has something to do; None while idle.
+    pub fn next_deadline(&self) -> Option<Instant> {
+        let line = self.line.q.front().map(|d| d.at);
+        let server = self.server.next_deadline(self.queue.is_empty());
+        match (line, server) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    fn advance(&mut self, now: Instant) {
+        assert!(now >= self.last_now, "time ran backwards: {:?} < {:?}", now, self.last_now);
+        self.last_now = now;
+        let Pipeline { queue, server, line, log, rng, .. } = self;
+        let mut take = |t: Instant| queue.dequeue(t, &mut |e, s| log.queue_event(t, e, s));
+        server.advance(now, &mut take, &mut |t, p| line.push(t, p, rng));
+    }
+
+    /// Moves the recorded events into `out`.
+    pub fn take_events(&mut self, out: &mut Vec<Event>) {
+        out.append(&mut self.log.events);
+    }
+
+    pub fn stats(&self) -> &DirectionStats {
+        &self.stats
+    }
+    pub fn queue_stats(&self) -> &QueueStats {
+        self.queue.stats()
+    }
+    /// Packets past the queue but not yet out: in the serialiser or the delay line.
+    pub fn in_flight(&self) -> u64 {
+        self.server.in_service.is_some() as u64 + self.line.q.len() as u64
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,270 @@
+//! Scripted-time tests: every expectation is exact to the nanosecond.
+
+use super::*;
+use crate::qdisc::Limit;
+use crate::rate::Trace;
+
+const MS: u64 = 1_000_000;
+
+fn cfg(rate: Rate, delay_ns: u64, queue: QueueConfig) -> DirectionConfig {
+    DirectionConfig {
+        rate,
+        delay: Duration(delay_ns),
+        jitter: Duration::ZERO,
+        loss: 0.0,
+        queue,
+        seed: 1,
+        max_frame_bytes: DEFAULT_MAX_FRAME_BYTES,
+    }
+}
+
+fn frame(len: usize) -> Vec<u8> {
+    vec![0xab; len]
+}
+
+/// Polls at `t` and returns (id, due time in ns) of what left.
+fn poll_at(p: &mut Pipeline, t: u64) -> Vec<(u64, u64)> {
+    let mut out = Vec::new();
+    p.poll(Instant(t), &mut out);
+    check_identity(p);
+    out.iter().map(|d| (d.packet.id, d.at.nanos())).collect()
+}
+
+/// arrivals = departures + every drop + backlog + in flight
+fn check_identity(p: &Pipeline) {
+    let (s, q) = (p.stats(), p.queue_stats());
+    assert_eq!(
+        s.arrivals,
+        s.departures + s.drops.total() + q.drops.total() + q.backlog_pkts + p.in_flight(),
+        "pipeline accounting"
+    );
+}
+
+fn arrive(p: &mut Pipeline, t: u64, len: usize) {
+    p.arrive(Instant(t), frame(len));
+    check_identity(p);
+}
+
+#[test]
+fn serialisation_and_delay_are_exact() {
+    // 10 Mbit/s: a 1514-byte frame takes 1.2112 ms; 5 ms of delay after it.
+    let mut p = Pipeline::new(&cfg(Rate::Constant { bps: 10_000_000 }, 5 * MS, QueueConfig::DropTail(Limit::Packets(100))), Instant(0));
+    for _ in 0..3 {
+        arrive(&mut p, 0, 1514);
+    }
+    assert_eq!(p.next_deadline(), Some(Instant(1_211_200)));
+    assert_eq!(p.queue_stats().backlog_pkts, 2, "the first frame is on the wire, not in the queue");
+    // One late poll: the schedule stays back to back in virtual time.
+    let out = poll_at(&mut p, 20 * MS);
+    assert_eq!(out, vec![(0, 6_211_200), (1, 7_422_400), (2, 8_633_600)]);
+    assert_eq!(p.next_deadline(), None);
+}
+
+#[test]
+fn polls_hand_out_only_what_is_due() {
+    let mut p = Pipeline::new(&cfg(Rate::Constant { bps: 10_000_000 }, 5 * MS, QueueConfig::DropTail(Limit::Packets(100))), Instant(0));
+    arrive(&mut p, 0, 1514);
+    arrive(&mut p, 0, 1514);
+    assert!(poll_at(&mut p, 6_211_199).is_empty());
+    assert_eq!(p.next_deadline(), Some(Instant(6_211_200)));
+    assert_eq!(poll_at(&mut p, 6_211_200), vec![(0, 6_211_200)]);
+    assert_eq!(p.next_deadline(), Some(Instant(7_422_400)));
+}
+
+#[test]
+fn an_idle_link_starts_at_the_arrival() {
+    let mut p = Pipeline::new(&cfg(Rate::Constant { bps: 1_000_000_000 }, 0, QueueConfig::DropTail(Limit::Packets(10))), Instant(0));
+    arrive(&mut p, 1_000, 1500);
+    assert_eq!(poll_at(&mut p, 1_000_000), vec![(0, 13_000)]);
+    arrive(&mut p, 2_000_000, 1500);
+    assert_eq!(poll_at(&mut p, 3_000_000), vec![(1, 2_012_000)]);
+}
+
+#[test]
+fn unlimited_rate_is_pure_delay() {
+    let mut p = Pipeline::new(&cfg(Rate::Unlimited, 200_000, QueueConfig::DropTail(Limit::Packets(1))), Instant(0));
+    for i in 0..5 {
+        arrive(&mut p, 10 + i, 100);
+    }
+    assert_eq!(p.queue_stats().drops.total(), 0, "an unlimited link never queues");
+    assert_eq!(poll_at(&mut p, MS), vec![(0, 200_010), (1, 200_011), (2, 200_012), (3, 200_013), (4, 200_014)]);
+}
+
+#[test]
+fn tail_drop_limit_counts_waiting_packets() {
+    let mut p = Pipeline::new(&cfg(Rate::Constant { bps: 10_000_000 }, 0, QueueConfig::DropTail(Limit::Packets(2))), Instant(0));
+    for _ in 0..5 {
+        arrive(&mut p, 0, 1514);
+    }
+    let q = p.queue_stats();
+    assert_eq!((q.backlog_pkts, q.drops.get(DropReason::QueueFull)), (2, 2));
+    assert_eq!(poll_at(&mut p, 10 * MS).len(), 3);
+}
+
+#[test]
+fn byte_limit_and_drop_head() {
+    let mut p = Pipeline::new(&cfg(Rate::Constant { bps: 10_000_000 }, 0, QueueConfig::DropHead(Limit::Bytes(3028))), Instant(0));
+    for _ in 0..5 {
+        arrive(&mut p, 0, 1514); // 0 on the wire, 1 and 2 queued, 3 and 4 push out 1 and 2
+    }
+    assert_eq!(p.queue_stats().drops.get(DropReason::HeadDrop), 2);
+    let ids: Vec<u64> = poll_at(&mut p, 10 * MS).iter().map(|d| d.0).collect();
+    assert_eq!(ids, vec![0, 3, 4]);
+}
+
+#[test]
+fn runts_and_oversize_frames_never_reach_the_queue() {
+    let mut p = Pipeline::new(&cfg(Rate::Unlimited, 0, QueueConfig::DropTail(Limit::Packets(10))), Instant(0));
+    arrive(&mut p, 0, 0);
+    arrive(&mut p, 0, 13);
+    arrive(&mut p, 0, 14);
+    arrive(&mut p, 0, 1518);
+    arrive(&mut p, 0, 1519);
+    arrive(&mut p, 0, 65_000);
+    let s = p.stats();
+    assert_eq!((s.drops.get(DropReason::Runt), s.drops.get(DropReason::Oversize)), (2, 2));
+    assert_eq!(poll_at(&mut p, 0).len(), 2);
+}
+
+#[test]
+fn loss_is_seeded_and_near_its_probability() {
+    let run = |seed| {
+        let mut c = cfg(Rate::Unlimited, 0, QueueConfig::DropTail(Limit::Packets(10)));
+        c.loss = 0.1;
+        c.seed = seed;
+        let mut p = Pipeline::new(&c, Instant(0));
+        let mut kept = Vec::new();
+        for t in 0..20_000u64 {
+            p.arrive(Instant(t), frame(100));
+            kept.extend(poll_at(&mut p, t).into_iter().map(|d| d.0));
+        }
+        (p.stats().drops.get(DropReason::Loss), kept)
+    };
+    let (lost, kept) = run(42);
+    assert!((1_800..2_200).contains(&lost), "{lost}");
+    assert_eq!(run(42), (lost, kept.clone()), "same seed, same losses");
+    assert_ne!(run(43).1, kept);
+}
+
+#[test]
+fn jitter_stays_in_bounds_and_never_reorders() {
+    let mut c = cfg(Rate::Unlimited, 10 * MS, QueueConfig::DropTail(Limit::Packets(10)));
+    c.jitter = Duration(2 * MS);
+    // 5 ms apart, wider than the 4 ms jitter range: no clamping, so the bounds are exact.
+    let mut p = Pipeline::new(&c, Instant(0));
+    for i in 0..5_000u64 {
+        p.arrive(Instant(i * 5 * MS), frame(100));
+    }
+    let mut out = Vec::new();
+    p.poll(Instant(5_000 * 5 * MS + 13 * MS), &mut out);
+    let delays: Vec<u64> = out.iter().map(|d| d.at.nanos() - d.packet.id * 5 * MS).collect();
+    let (lo, hi) = (*delays.iter().min().unwrap(), *delays.iter().max().unwrap());
+    assert!(lo >= 8 * MS && lo < 8 * MS + 10_000, "{lo}");
+    assert!(hi <= 12 * MS && hi > 12 * MS - 10_000, "{hi}");
+    // Arrivals 1 us apart: jitter would reorder them; the delay line must not.
+    let mut p = Pipeline::new(&c, Instant(0));
+    for i in 0..1000 {
+        p.arrive(Instant(i * 1_000), frame(100));
+    }
+    out.clear();
+    p.poll(Instant(20 * MS), &mut out);
+    assert_eq!(out.len(), 1000);
+    assert!(out.windows(2).all(|w| w[0].packet.id < w[1].packet.id && w[0].at <= w[1].at));
+}
+
+#[test]
+fn trace_opportunities_carry_1504_bytes() {
+    // Opportunities at 1, 2, 3, ... ms (period 2 ms, wrapping).
+    let trace = Trace::parse("1\n2\n").unwrap();
+    let mut p = Pipeline::new(&cfg(Rate::Trace(trace), MS, QueueConfig::DropTail(Limit::Packets(100))), Instant(0));
+    for _ in 0..4 {
+        arrive(&mut p, 0, 500); // three fit in the first opportunity (1500 of 1504 bytes)
+    }
+    arrive(&mut p, 0, 1504);
+    assert_eq!(p.next_deadline(), Some(Instant(MS)));
+    let out = poll_at(&mut p, 10 * MS);
+    // 4th frame: 4 bytes at 1 ms, the rest at 2 ms; the 1504-byte frame ends at 3 ms.
+    assert_eq!(out, vec![(0, 2 * MS), (1, 2 * MS), (2, 2 * MS), (3, 3 * MS), (4, 4 * MS)]);
+}
+
+#[test]
+fn trace_wastes_opportunities_while_idle() {
+    let trace = Trace::parse("1\n2\n").unwrap();
+    let mut p = Pipeline::new(&cfg(Rate::Trace(trace), 0, QueueConfig::DropTail(Limit::Packets(100))), Instant(0));
+    arrive(&mut p, 10 * MS + 500_000, 1000);
+    assert_eq!(p.next_deadline(), Some(Instant(11 * MS)));
+    arrive(&mut p, 11 * MS, 1000); // arrives exactly at an opportunity: shares it
+    assert_eq!(poll_at(&mut p, 12 * MS), vec![(0, 11 * MS), (1, 12 * MS)]);
+    // Queue empty again: nothing to wait for.
+    assert_eq!(p.next_deadline(), None);
+    arrive(&mut p, 15 * MS, 100); // opportunity exactly at 15 ms
+    assert_eq!(poll_at(&mut p, 15 * MS), vec![(2, 15 * MS)]);
+}
+
+#[test]
+fn trace_rate_matches_its_average() {
+    // 1 opportunity per ms = 1504 bytes/ms = 12.032 Mbit/s; 10 s of saturating 1504-byte frames.
+    let trace = Trace::parse("1\n").unwrap();
+    let mut p = Pipeline::new(&cfg(Rate::Trace(trace), 0, QueueConfig::DropTail(Limit::Packets(20_000))), Instant(0));
+    for _ in 0..15_000 {
+        p.arrive(Instant(0), frame(1504));
+    }
+    assert_eq!(poll_at(&mut p, 10_000 * MS).len(), 10_000);
+}
+
+#[test]
+fn queue_log_records_backlog_and_sojourn() {
+    let mut p = Pipeline::new(&cfg(Rate::Constant { bps: 10_000_000 }, 0, QueueConfig::DropTail(Limit::Packets(1))), Instant(0));
+    p.record_events(true);
+    for _ in 0..3 {
+        arrive(&mut p, 0, 1514);
+    }
+    poll_at(&mut p, 5 * MS);
+    let mut ev = Vec::new();
+    p.take_events(&mut ev);
+    let brief: Vec<(u64, EventKind, u64, u32)> = ev.iter().map(|e| (e.t.nanos(), e.kind, e.value, e.backlog_pkts)).collect();
+    assert_eq!(
+        brief,
+        vec![
+            (0, EventKind::Enqueue, 1514, 1),
+            (0, EventKind::Dequeue, 0, 0),
+            (0, EventKind::Enqueue, 1514, 1),
+            (0, EventKind::Drop, 1514, 1),
+            (1_211_200, EventKind::Dequeue, 1_211_200, 0),
+        ]
+    );
+    assert_eq!(ev[3].reason, DropReason::QueueFull as u8);
+}
+
+#[test]
+fn accounting_holds_under_random_traffic() {
+    for seed in 0..20u64 {
+        let mut rng = Rng::new(seed);
+        let queue = if seed % 2 == 0 { QueueConfig::DropTail(Limit::Packets(5)) } else { QueueConfig::DropHead(Limit::Bytes(6000)) };
+        let rate = match seed % 3 {
+            0 => Rate::Constant { bps: 1_000_000 + rng.below_incl(100_000_000) },
+            1 => Rate::Trace(Trace::parse("1\n1\n4\n").unwrap()),
+            _ => Rate::Unlimited,
+        };
+        let mut c = cfg(rate, rng.below_incl(5 * MS), queue);
+        c.loss = 0.05;
+        c.jitter = Duration(c.delay.nanos() / 2);
+        c.seed = seed;
+        let mut p = Pipeline::new(&c, Instant(0));
+        let mut t = 0;
+        let mut last_at = 0;
+        for _ in 0..3_000 {
+            t += rng.below_incl(200_000);
+            if rng.chance(0.7) {
+                arrive(&mut p, t, 1 + rng.below_incl(1600) as usize);
+            }
+            for (_, at) in poll_at(&mut p, t) {
+                assert!(at <= t && at >= last_at, "departures in order and never early");
+                last_at = at;
+            }
+            if let Some(d) = p.next_deadline() {
+                assert!(d.nanos() > t, "a deadline is in the future after a poll");
+            }
+        }
+    }
+}

@@ -1,0 +1,180 @@
+//! The event loop of one link direction: frames in from one veth end, through the core's
+//! pipeline, out of the other end at their due time.
+
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+
+use bloatlab_core::pipeline::{Departure, Event};
+use bloatlab_core::qdisc::QueueStats;
+use bloatlab_core::stats::DirectionStats;
+use bloatlab_core::{DirectionConfig, Instant, Pipeline};
+
+use crate::clock::monotonic_now;
+use crate::socket::{send_all, PacketSocket, RxBatch};
+
+const RX_SLOTS: usize = 64;
+/// Longest sleep, so a stop request is seen promptly even on an idle link.
+const MAX_WAIT_NS: u64 = 50_000_000;
+const PUBLISH_EVERY_NS: u64 = 100_000_000;
+
+/// Lateness of departures against their due time, in 1 us buckets up to 100 ms.
+#[derive(Clone)]
+pub struct LatenessHistogram {
+    buckets: Vec<u64>,
+    count: u64,
+    max_ns: u64,
+}
+
+impl LatenessHistogram {
+    const BUCKETS: usize = 100_001;
+    fn new() -> Self {
+        LatenessHistogram { buckets: vec![0; Self::BUCKETS], count: 0, max_ns: 0 }
+    }
+    fn add(&mut self, late_ns: u64) {
+        self.buckets[((late_ns / 1_000) as usize).min(Self::BUCKETS - 1)] += 1;
+        self.count += 1;
+        self.max_ns = self.max_ns.max(late_ns);
+    }
+    /// Upper edge of the bucket holding quantile `q`, in ns.
+    fn quantile_ns(&self, q: f64) -> u64 {
+        if self.count == 0 {
+            return 0;
+        }
+        let rank = (q * self.count as f64).ceil().max(1.0) as u64;
+        let mut seen = 0;
+        for (i, &n) in self.buckets.iter().enumerate() {
+            seen += n;
+            if seen >= rank {
+                return ((i as u64 + 1) * 1_000).min(self.max_ns);
+            }
+        }
+        self.max_ns
+    }
+}
+
+/// What the main thread reports for a direction.
+#[derive(Clone, Default)]
+pub struct Snapshot {
+    pub dir: DirectionStats,
+    pub queue: QueueStats,
+    pub rx_overrun: u64,
+    pub tx_error: u64,
+    pub late_count: u64,
+    pub late_p50_ns: u64,
+    pub late_p99_ns: u64,
+    pub late_max_ns: u64,
+}
+
+pub struct Direction {
+    pub cfg: DirectionConfig,
+    pub rx: PacketSocket,
+    pub tx: PacketSocket,
+    pub log: Option<BufWriter<File>>,
+    pub shared: Arc<Mutex<Snapshot>>,
+    /// How long before a departure to stop sleeping and spin.
+    pub spin_ns: u64,
+}
+
+impl Direction {
+    pub fn run(mut self, stop: &AtomicBool) -> std::io::Result<()> {
+        let mut pipe = Pipeline::new(&self.cfg, monotonic_now());
+        pipe.record_events(self.log.is_some());
+        let mut batch = RxBatch::new(RX_SLOTS);
+        let mut out: Vec<Departure> = Vec::with_capacity(256);
+        let mut events: Vec<Event> = Vec::with_capacity(1024);
+        let mut late = LatenessHistogram::new();
+        let (mut rx_overrun, mut tx_error) = (0u64, 0u64);
+        let mut last_publish = Instant::ZERO;
+        while !stop.load(Ordering::Relaxed) {
+            // Due departures first, so arrivals never see an out-of-date link.
+            pipe.poll(monotonic_now(), &mut out);
+            tx_error += self.send(&mut out, &mut late);
+            loop {
+                let t = monotonic_now();
+                if batch.recv(&self.rx, |frame| pipe.arrive(t, frame)) < RX_SLOTS {
+                    break;
+                }
+            }
+            let now = monotonic_now();
+            pipe.poll(now, &mut out); // an idle or unlimited link sends at once
+            tx_error += self.send(&mut out, &mut late);
+            if let Some(w) = self.log.as_mut() {
+                pipe.take_events(&mut events);
+                write_events(w, &events)?;
+                events.clear();
+            }
+            if now.nanos() - last_publish.nanos() >= PUBLISH_EVERY_NS {
+                rx_overrun += self.rx.take_overruns();
+                self.publish(&pipe, rx_overrun, tx_error, &late);
+                last_publish = now;
+            }
+            // Timer wake-ups run tens of microseconds late on a VM: sleep until `spin_ns`
+            // before the deadline, then spin (still taking arrivals) for the rest.
+            let wait = match pipe.next_deadline() {
+                Some(d) => d.nanos().saturating_sub(monotonic_now().nanos()),
+                None => MAX_WAIT_NS,
+            };
+            if wait <= self.spin_ns {
+                std::hint::spin_loop();
+                continue;
+            }
+            self.rx.wait(Some((wait - self.spin_ns).min(MAX_WAIT_NS)));
+        }
+        if let Some(w) = self.log.as_mut() {
+            pipe.take_events(&mut events);
+            write_events(w, &events)?;
+            w.flush()?;
+        }
+        rx_overrun += self.rx.take_overruns();
+        self.publish(&pipe, rx_overrun, tx_error, &late);
+        Ok(())
+    }
+
+    /// Sends what is due; records how late each frame left. Returns frames the kernel refused.
+    fn send(&self, out: &mut Vec<Departure>, late: &mut LatenessHistogram) -> u64 {
+        if out.is_empty() {
+            return 0;
+        }
+        // Lateness is taken when the frames are handed to the kernel: sendmmsg returns only
+        // after the receiving host's stack has processed them (veth delivers inline).
+        let sent = monotonic_now();
+        for d in out.iter() {
+            late.add(sent.saturating_since(d.at).nanos());
+        }
+        let frames: Vec<&[u8]> = out.iter().map(|d| d.packet.data.as_slice()).collect();
+        let failed = send_all(&self.tx, &frames);
+        out.clear();
+        failed
+    }
+
+    fn publish(&self, pipe: &Pipeline, rx_overrun: u64, tx_error: u64, late: &LatenessHistogram) {
+        let snap = Snapshot {
+            dir: pipe.stats().clone(),
+            queue: pipe.queue_stats().clone(),
+            rx_overrun,
+            tx_error,
+            late_count: late.count,
+            late_p50_ns: late.quantile_ns(0.5),
+            late_p99_ns: late.quantile_ns(0.99),
+            late_max_ns: late.max_ns,
+        };
+        *self.shared.lock().unwrap() = snap;
+    }
+}
+
+/// Queue-log records: 32 bytes, little-endian (docs/datapath.md).
+fn write_events(w: &mut impl Write, events: &[Event]) -> std::io::Result<()> {
+    for e in events {
+        let mut rec = [0u8; 32];
+        rec[0..8].copy_from_slice(&e.t.nanos().to_le_bytes());
+        rec[8..16].copy_from_slice(&e.value.to_le_bytes());
+        rec[16..20].copy_from_slice(&e.backlog_bytes.to_le_bytes());
+        rec[20..24].copy_from_slice(&e.backlog_pkts.to_le_bytes());
+        rec[24] = e.kind as u8;
+        rec[25] = e.reason;
+        w.write_all(&rec)?;
+    }
+    Ok(())
+}

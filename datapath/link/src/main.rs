@@ -1,0 +1,178 @@
+//! bloatlab-link: emulates one or more links between veth ends (docs/datapath.md).
+//! The I/O shell around bloatlab-core: sockets, the clock, threads, signals and reports.
+
+mod clock;
+mod config;
+mod direction;
+mod socket;
+
+use std::fs::File;
+use std::io::BufWriter;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration as StdDuration;
+
+use bloatlab_core::stats::DropCounts;
+use serde_json::{json, Value};
+
+use config::Config;
+use direction::{Direction, Snapshot};
+use socket::{ifindex, PacketSocket};
+
+static STOP: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_signal(_: libc::c_int) {
+    STOP.store(true, Ordering::Relaxed);
+}
+
+fn die(status: i32, msg: impl std::fmt::Display) -> ! {
+    eprintln!("bloatlab-link: error: {msg}");
+    std::process::exit(status);
+}
+
+struct Usage {
+    config: String,
+    detach: bool,
+}
+
+fn parse_args() -> Usage {
+    let mut config = None;
+    let mut detach = false;
+    let mut args = std::env::args().skip(1);
+    while let Some(a) = args.next() {
+        match a.as_str() {
+            "--config" => config = args.next(),
+            "--detach" => detach = true,
+            "-h" | "--help" => {
+                println!("usage: bloatlab-link --config FILE [--detach]\n\nEmulates the links FILE describes (JSON, see docs/datapath.md).\n--detach: keep running when the parent exits (for `bloatlab up`).");
+                std::process::exit(0);
+            }
+            other => die(2, format!("unknown argument {other:?}; usage: bloatlab-link --config FILE [--detach]")),
+        }
+    }
+    Usage { config: config.unwrap_or_else(|| die(2, "--config FILE is required")), detach }
+}
+
+fn enter_netns(name: &str) -> std::io::Result<()> {
+    let f = File::open(Path::new("/run/netns").join(name))?;
+    use std::os::fd::AsRawFd;
+    if unsafe { libc::setns(f.as_raw_fd(), libc::CLONE_NEWNET) } < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+fn drops_json(pre_queue: &DropCounts, queue: &DropCounts, rx_overrun: u64, tx_error: u64) -> Value {
+    let mut m = serde_json::Map::new();
+    for ((name, a), (_, b)) in pre_queue.iter().zip(queue.iter()) {
+        m.insert(name.into(), json!(a + b));
+    }
+    m.insert("rx_overrun".into(), json!(rx_overrun));
+    m.insert("tx_error".into(), json!(tx_error));
+    Value::Object(m)
+}
+
+fn snapshot_json(s: &Snapshot) -> Value {
+    let q = &s.queue;
+    json!({
+        "arrivals": s.dir.arrivals, "departures": s.dir.departures,
+        "bytes_in": s.dir.bytes_in, "bytes_out": s.dir.bytes_out,
+        "enqueued": q.enqueued, "dequeued": q.dequeued,
+        "backlog_pkts": q.backlog_pkts, "backlog_bytes": q.backlog_bytes,
+        "max_backlog_pkts": q.max_backlog_pkts, "max_backlog_bytes": q.max_backlog_bytes,
+        "drops": drops_json(&s.dir.drops, &q.drops, s.rx_overrun, s.tx_error),
+        "depart_error_ns": {"count": s.late_count, "p50": s.late_p50_ns, "p99": s.late_p99_ns, "max": s.late_max_ns},
+    })
+}
+
+/// Writes the stats file atomically (temp file + rename), so readers never see half of it.
+fn write_stats(path: &Path, links: &[(String, Arc<Mutex<Snapshot>>, Arc<Mutex<Snapshot>>)], running: bool, rt_offset: i64) {
+    let mut lj = serde_json::Map::new();
+    for (name, f, r) in links {
+        let (f, r) = (f.lock().unwrap().clone(), r.lock().unwrap().clone());
+        lj.insert(name.clone(), json!({"forward": snapshot_json(&f), "reverse": snapshot_json(&r)}));
+    }
+    let doc = json!({"pid": std::process::id(), "running": running, "clock": "monotonic",
+                     "realtime_offset_ns": rt_offset, "links": lj});
+    let tmp = path.with_extension("tmp");
+    if std::fs::write(&tmp, serde_json::to_vec_pretty(&doc).unwrap()).is_ok() {
+        let _ = std::fs::rename(&tmp, path);
+    }
+}
+
+fn main() {
+    let usage = parse_args();
+    unsafe {
+        if !usage.detach {
+            // Die with the parent, so a killed experiment never leaves a datapath behind.
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM);
+            if libc::getppid() == 1 {
+                die(1, "parent already gone");
+            }
+        }
+        // Default slack is 50 us: far too coarse for departure times. Threads inherit it.
+        libc::prctl(libc::PR_SET_TIMERSLACK, 1);
+        libc::signal(libc::SIGTERM, on_signal as *const () as libc::sighandler_t);
+        libc::signal(libc::SIGINT, on_signal as *const () as libc::sighandler_t);
+    }
+    let cfg = Config::load(&usage.config).unwrap_or_else(|e| die(2, e));
+    if let Some(ns) = &cfg.netns {
+        enter_netns(ns).unwrap_or_else(|e| die(2, format!("netns: cannot enter {ns}: {e}")));
+    }
+    if let Some(dir) = &cfg.log_dir {
+        std::fs::create_dir_all(dir).unwrap_or_else(|e| die(2, format!("log_dir: {}: {e}", dir.display())));
+    }
+
+    // Open everything before the first report, so "stats file exists" means "ready".
+    let mut directions = Vec::new();
+    let mut shared = Vec::new();
+    for (i, l) in cfg.links.iter().enumerate() {
+        let a = ifindex(&l.a_iface).unwrap_or_else(|e| die(2, format!("links[{i}].a_iface: {e}")));
+        let b = ifindex(&l.b_iface).unwrap_or_else(|e| die(2, format!("links[{i}].b_iface: {e}")));
+        let mut pair = Vec::new();
+        for (which, src, dst, dj) in [("forward", a, b, &l.forward), ("reverse", b, a, &l.reverse)] {
+            let open = |ifx, rx| PacketSocket::open(ifx, rx).unwrap_or_else(|e| die(1, format!("links[{i}].{which}: {e}")));
+            let log = cfg.log_dir.as_ref().map(|d| {
+                let p = d.join(format!("{}.{which}.qlog", l.name));
+                BufWriter::with_capacity(1 << 20, File::create(&p).unwrap_or_else(|e| die(1, format!("{}: {e}", p.display()))))
+            });
+            let snap = Arc::new(Mutex::new(Snapshot::default()));
+            pair.push(snap.clone());
+            directions.push((
+                format!("{}.{which}", l.name),
+                Direction { cfg: dj.resolve().unwrap(), rx: open(src, true), tx: open(dst, false), log, shared: snap, spin_ns: cfg.spin_ns },
+            ));
+        }
+        shared.push((l.name.clone(), pair[0].clone(), pair[1].clone()));
+    }
+
+    let rt_offset = clock::realtime_offset_ns();
+    let stats_path = cfg.stats_path.clone();
+    write_stats(&stats_path, &shared, true, rt_offset);
+
+    let handles: Vec<_> = directions
+        .into_iter()
+        .map(|(name, d)| {
+            std::thread::Builder::new()
+                .name(name.clone())
+                .spawn(move || {
+                    let r = d.run(&STOP);
+                    if let Err(e) = &r {
+                        eprintln!("bloatlab-link: {name}: {e}");
+                        STOP.store(true, Ordering::Relaxed);
+                    }
+                    r.is_ok()
+                })
+                .unwrap()
+        })
+        .collect();
+
+    while !STOP.load(Ordering::Relaxed) {
+        std::thread::sleep(StdDuration::from_millis(200));
+        write_stats(&stats_path, &shared, true, rt_offset);
+    }
+    let ok = handles.into_iter().map(|h| h.join().unwrap_or(false)).fold(true, |a, b| a && b);
+    write_stats(&stats_path, &shared, false, rt_offset);
+    std::process::exit(if ok { 0 } else { 1 });
+}

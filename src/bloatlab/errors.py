@@ -1,0 +1,23 @@
+"""Errors a user can cause and fix. The CLI prints them as one line and exits 2."""
+
+
+class BloatlabError(Exception):
+    """A problem the user can fix. `field` names the input at fault (e.g. "links[1].rate")."""
+
+    exit_status = 2
+
+    def __init__(self, message: str, field: str | None = None):
+        super().__init__(message)
+        self.field = field
+        self.message = message
+
+    def __str__(self) -> str:
+        return f"{self.field}: {self.message}" if self.field else self.message
+
+
+class SpecError(BloatlabError):
+    """A topology or experiment file (or a --set) that does not validate."""
+
+
+class MachineError(BloatlabError):
+    """The machine lacks something a request needs (root, a qdisc, a tool)."""

@@ -6,8 +6,22 @@ veths and datapath processes.
 
 from __future__ import annotations
 
+import difflib
+import re
+import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
+
+from bloatlab.errors import SpecError
+from bloatlab.units import (
+    format_duration_ns,
+    parse_duration_ns,
+    parse_percent,
+    parse_rate,
+    parse_size_bytes,
+    show,
+)
 
 # Largest frame a 1500-byte-MTU Ethernet link carries (no FCS): what the queue and the
 # serialiser count, as the kernel's htb and pfifo do.
@@ -25,6 +39,9 @@ class QueueSpec:
     packets: int | None = 1000  # limit in packets (exclusive with bytes); 1000 = Linux txqueuelen
     bytes: int | None = None  # limit in bytes of Ethernet frames
 
+    def to_dict(self) -> dict[str, Any]:
+        return {"discipline": self.discipline, "packets": self.packets, "bytes": self.bytes}
+
 
 @dataclass(frozen=True)
 class DirectionSpec:
@@ -40,6 +57,16 @@ class DirectionSpec:
     @property
     def unlimited(self) -> bool:
         return self.rate_bps is None and self.trace is None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "rate_bps": self.rate_bps,
+            "trace_path": str(self.trace) if self.trace else None,
+            "delay_ns": self.delay_ns,
+            "jitter_ns": self.jitter_ns,
+            "loss": self.loss,
+            "queue": self.queue.to_dict(),
+        }
 
 
 @dataclass(frozen=True)
@@ -65,6 +92,15 @@ class LinkSpec:
         a, b = self.ends
         return f"{a}->{b}" if which == "forward" else f"{b}->{a}"
 
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "ends": list(self.ends),
+            "backend": self.backend,
+            "forward": {"direction": self.direction_name("forward"), **self.forward.to_dict()},
+            "reverse": {"direction": self.direction_name("reverse"), **self.reverse.to_dict()},
+        }
+
 
 @dataclass(frozen=True)
 class Topology:
@@ -83,5 +119,437 @@ class Topology:
         """A distinct, reproducible seed per link direction."""
         return (self.seed * 1_000_003 + link_index * 2 + (0 if which == "forward" else 1)) & (2**63 - 1)
 
+    def to_dict(self) -> dict[str, Any]:
+        """The resolved topology, JSON-ready, for results files: every default filled in,
+        units in the key names, and the seed each link direction draws from."""
+        links = []
+        for index, link in enumerate(self.links):
+            resolved = link.to_dict()
+            for which in ("forward", "reverse"):
+                resolved[which]["seed"] = self.direction_seed(index, which)
+            links.append(resolved)
+        return {
+            "seed": self.seed,
+            "hosts": [{"name": name, "address": self.address(name)} for name in self.hosts],
+            "switches": [{"name": name} for name in self.switches],
+            "links": links,
+        }
 
-# Parsing (load_topology, parse_topology) is below.
+
+# Parsing: TOML -> Topology. Every error is one line that names the field and says the fix.
+
+# Node names become parts of Linux interface names ("h1-eth0"), which are at most 15 characters.
+NODE_NAME_RE = re.compile(r"[a-z][a-z0-9_]{0,9}")
+LINK_NAME_RE = re.compile(r"[a-z][a-z0-9_-]{0,30}")
+MAX_DELAY_NS = 10 * 10**9
+MAX_QUEUE_PACKETS = 1_000_000
+MAX_QUEUE_BYTES = 2**30
+
+TOPOLOGY_KEYS = ("seed", "hosts", "switches", "links")
+DIRECTION_KEYS = ("rate", "trace", "delay", "jitter", "loss", "queue")
+LINK_KEYS = ("name", "ends", *DIRECTION_KEYS, "backend", "forward", "reverse")
+QUEUE_KEYS = ("discipline", "packets", "bytes")
+_QUEUE_EXAMPLE = '{ discipline = "droptail", packets = 100 }'
+
+
+def load_topology(path: str | Path) -> Topology:
+    """Read and validate a topology TOML file. Trace paths are relative to its directory."""
+    path = Path(path)
+    data = load_toml(path)
+    return parse_topology(data, base_dir=path.parent)
+
+
+def load_toml(path: Path) -> dict[str, Any]:
+    """A TOML file as a dict; any failure is a SpecError whose field is the file."""
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        raise SpecError("no such file; check the path", field=str(path)) from None
+    except IsADirectoryError:
+        raise SpecError("is a directory; give the path of a .toml file", field=str(path)) from None
+    except OSError as error:
+        raise SpecError(
+            f"cannot read the file ({error.strerror}); check its permissions", field=str(path)
+        ) from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as error:
+        line = raw[: error.start].count(b"\n") + 1
+        raise SpecError(f"line {line}: not UTF-8 text; save the file as UTF-8", field=str(path)) from None
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as error:
+        raise SpecError(_toml_error_message(str(error)), field=str(path)) from None
+
+
+def _toml_error_message(message: str) -> str:
+    # tomllib (3.11) only puts the position into its message: "Invalid value (at line 3, column 8)".
+    match = re.fullmatch(r"(.*) \(at (line \d+, column \d+|end of document)\)", message, re.DOTALL)
+    what, where = (match[1], match[2]) if match else (message, None)
+    if what.startswith(("Cannot overwrite", "Cannot declare", "Cannot mutate")):
+        fix = "each key and each table may appear only once; remove or merge the repeated one"
+    else:
+        fix = "fix the TOML syntax (strings in double quotes, tables as [name], arrays of tables as [[name]])"
+    text = f"invalid TOML: {what[:1].lower()}{what[1:]}; {fix}"
+    if where == "end of document":
+        where = "at the end of the file"
+    return f"{where}: {text}" if where else text
+
+
+def parse_topology(data: dict[str, Any], where: str = "", base_dir: Path | None = None) -> Topology:
+    """Validate a loaded topology table into a Topology.
+
+    `where` prefixes every field name (where="topology" gives "topology.links[1].rate"), so a
+    topology can be embedded in a larger file. Relative trace paths start at `base_dir`
+    (default: the current directory).
+    """
+    base_dir = Path.cwd() if base_dir is None else base_dir
+    if not isinstance(data, dict):
+        raise SpecError("must be a table of hosts, switches and links", field=where or None)
+    _check_keys(data, TOPOLOGY_KEYS, where, "the topology")
+
+    seed = data.get("seed", Topology.seed)
+    if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
+        raise SpecError(
+            f"{show(seed)} is not a seed; write a whole number >= 0, e.g. seed = 1", field=_sub(where, "seed")
+        )
+
+    hosts = _parse_nodes(data, "hosts", where)
+    switches = _parse_nodes(data, "switches", where)
+    for name in switches:
+        if name in hosts:
+            raise SpecError(
+                f"{show(name)} is already a host; give the switch a name no host uses",
+                field=_sub(_sub(where, "switches"), name),
+            )
+    if not hosts:
+        raise SpecError("no hosts; declare at least one, e.g. [hosts.h1]", field=_sub(where, "hosts"))
+
+    links_field = _sub(where, "links")
+    raw_links = data.get("links", [])
+    if not isinstance(raw_links, list):
+        raise SpecError("must be an array of tables: write each link as a [[links]] table", field=links_field)
+    nodes = [*hosts, *switches]
+    links = []
+    for index, raw in enumerate(raw_links):
+        links.append(_parse_link(raw, _sub(links_field, index), nodes, base_dir))
+
+    first_with_name: dict[str, int] = {}
+    for index, link in enumerate(links):
+        if link.name in first_with_name:
+            default = "" if "name" in raw_links[index] else " (the default name from ends)"
+            raise SpecError(
+                f"{show(link.name)}{default} is already the name of links[{first_with_name[link.name]}]; "
+                f'give each link a distinct name = "..."',
+                field=_sub(_sub(links_field, index), "name"),
+            )
+        first_with_name[link.name] = index
+
+    # A host is one namespace with one interface and one address: exactly one link.
+    attached: dict[str, list[int]] = {name: [] for name in hosts}
+    for index, link in enumerate(links):
+        for end in link.ends:
+            if end in attached:
+                attached[end].append(index)
+    for name, indexes in attached.items():
+        field_name = _sub(_sub(where, "hosts"), name)
+        if not indexes:
+            raise SpecError(
+                f"host {show(name)} has no link; connect it with a [[links]] table, "
+                f'e.g. ends = ["{name}", "s0"]',
+                field=field_name,
+            )
+        if len(indexes) > 1:
+            listed = ", ".join(f"links[{i}]" for i in indexes)
+            raise SpecError(
+                f"host {show(name)} has {len(indexes)} links ({listed}); a host has one address, "
+                "so give it exactly one link and join them through a switch",
+                field=field_name,
+            )
+
+    return Topology(
+        hosts={name: HostSpec(name) for name in hosts},
+        switches={name: SwitchSpec(name) for name in switches},
+        links=links,
+        seed=seed,
+    )
+
+
+def _sub(base: str, key: str | int) -> str:
+    """The field name of `key` inside `base`: "links" + 1 -> "links[1]", "links[1]" + "rate"."""
+    if isinstance(key, int):
+        return f"{base}[{key}]"
+    return f"{base}.{key}" if base else key
+
+
+def _check_keys(table: dict[str, Any], allowed: tuple[str, ...], base: str, what: str) -> None:
+    for key in table:
+        if key in allowed:
+            continue
+        if not allowed:
+            raise SpecError(
+                f"unknown key {show(key)}; {what} takes no keys, leave its table empty", field=_sub(base, key)
+            )
+        close = difflib.get_close_matches(key, allowed, n=1)
+        guess = f"did you mean {show(close[0])}? " if close else ""
+        raise SpecError(
+            f"unknown key {show(key)} in {what}; {guess}allowed keys: {', '.join(allowed)}",
+            field=_sub(base, key),
+        )
+
+
+def _parse_nodes(data: dict[str, Any], kind: str, where: str) -> list[str]:
+    """Host or switch names in file order; each is an empty table, e.g. [hosts.h1]."""
+    base = _sub(where, kind)
+    singular = kind[:-1] if kind == "hosts" else "switch"
+    raw = data.get(kind, {})
+    if not isinstance(raw, dict):
+        raise SpecError(
+            f"must be a table of {kind}: write one [{kind}.NAME] table per {singular}", field=base
+        )
+    for name, table in raw.items():
+        field_name = _sub(base, name)
+        if not NODE_NAME_RE.fullmatch(name):
+            lower = name.lower()
+            guess = f' such as "{lower}"' if NODE_NAME_RE.fullmatch(lower) else ""
+            raise SpecError(
+                f"{show(name)} is not a valid {singular} name; use 1 to 10 characters{guess}: "
+                'a lowercase letter, then lowercase letters, digits or "_" (node names become parts '
+                "of Linux interface names, which are limited to 15 characters)",
+                field=field_name,
+            )
+        if not isinstance(table, dict):
+            raise SpecError(f"must be a table; write [{kind}.{name}]", field=field_name)
+        _check_keys(table, (), field_name, f"a {singular}")
+    return list(raw)
+
+
+def _parse_link(raw: object, base: str, nodes: list[str], base_dir: Path) -> LinkSpec:
+    if not isinstance(raw, dict):
+        raise SpecError("must be a table; write each link as a [[links]] table", field=base)
+    _check_keys(raw, LINK_KEYS, base, "a link")
+    ends = _parse_ends(raw, base, nodes)
+
+    if "name" in raw:
+        name = raw["name"]
+        if not isinstance(name, str) or not LINK_NAME_RE.fullmatch(name):
+            raise SpecError(
+                f"{show(name)} is not a valid link name; use 1 to 31 characters: a lowercase letter, "
+                'then lowercase letters, digits, "_" or "-"',
+                field=_sub(base, "name"),
+            )
+    else:
+        name = "-".join(ends)
+
+    backend = raw.get("backend", "auto")
+    if backend not in BACKENDS:
+        raise SpecError(
+            f"{show(backend)} is not a backend; choose one of: {', '.join(BACKENDS)}",
+            field=_sub(base, "backend"),
+        )
+
+    common = _parse_params(raw, base, base_dir)
+    directions = {}
+    for which in ("forward", "reverse"):
+        override_field = _sub(base, which)
+        override = raw.get(which, {})
+        if not isinstance(override, dict):
+            raise SpecError(
+                f'must be a table of overrides, e.g. {which} = {{ delay = "10ms" }}', field=override_field
+            )
+        _check_keys(override, DIRECTION_KEYS, override_field, f"{which}")
+        directions[which] = _direction(common, _parse_params(override, override_field, base_dir), which)
+    return LinkSpec(
+        name=name, ends=ends, forward=directions["forward"], reverse=directions["reverse"], backend=backend
+    )
+
+
+def _parse_ends(raw: dict[str, Any], base: str, nodes: list[str]) -> tuple[str, str]:
+    field_name = _sub(base, "ends")
+    if "ends" not in raw:
+        raise SpecError(
+            'missing; say which two nodes the link joins, e.g. ends = ["h1", "s0"]', field=field_name
+        )
+    ends = raw["ends"]
+    if not isinstance(ends, list) or len(ends) != 2:
+        raise SpecError(
+            f'{show(ends)} is not two node names; write e.g. ends = ["h1", "s0"]', field=field_name
+        )
+    for index, end in enumerate(ends):
+        if end not in nodes:  # also catches non-strings
+            raise SpecError(
+                f"unknown node {show(end)}; the nodes are {', '.join(nodes)} "
+                "(declare new ones as [hosts.NAME] or [switches.NAME])",
+                field=_sub(field_name, index),
+            )
+    if ends[0] == ends[1]:
+        raise SpecError(f"both ends are {show(ends[0])}; a link joins two different nodes", field=field_name)
+    return ends[0], ends[1]
+
+
+def _parse_params(table: dict[str, Any], base: str, base_dir: Path) -> dict[str, tuple[Any, str]]:
+    """The direction parameters set in one table (link, forward or reverse): key -> (value, field)."""
+    params: dict[str, tuple[Any, str]] = {}
+    if "rate" in table and "trace" in table:
+        raise SpecError(
+            "set either rate or trace, not both: a trace replaces the rate (remove one of them)",
+            field=_sub(base, "trace"),
+        )
+    for key in DIRECTION_KEYS:
+        if key not in table:
+            continue
+        value, field_name = table[key], _sub(base, key)
+        if key == "rate":
+            parsed: Any = parse_rate(value, field_name)
+        elif key == "trace":
+            parsed = _parse_trace(value, field_name, base_dir)
+        elif key == "delay":
+            parsed = parse_duration_ns(value, field_name)
+            if parsed > MAX_DELAY_NS:
+                raise SpecError(
+                    f'{show(value)} is longer than 10 s; write a delay of at most "10s"', field=field_name
+                )
+        elif key == "jitter":
+            parsed = parse_duration_ns(value, field_name)
+        elif key == "loss":
+            parsed = parse_percent(value, field_name)
+        else:
+            parsed = _parse_queue(value, field_name)
+        params[key] = (parsed, field_name)
+    return params
+
+
+def _direction(
+    common: dict[str, tuple[Any, str]], override: dict[str, tuple[Any, str]], which: str
+) -> DirectionSpec:
+    """Link-wide parameters with one direction's overrides on top."""
+    merged = dict(common)
+    if "rate" in override or "trace" in override:
+        # rate and trace are one choice (what paces the direction): overriding either replaces both.
+        merged.pop("rate", None)
+        merged.pop("trace", None)
+    merged.update(override)
+
+    def value(key: str, default: Any) -> Any:
+        return merged[key][0] if key in merged else default
+
+    delay_ns, jitter_ns = value("delay", 0), value("jitter", 0)
+    if jitter_ns > delay_ns:
+        # Blame the most specific setting: the override that made them clash, if any.
+        culprit = "delay" if "delay" in override and "jitter" not in override else "jitter"
+        raise SpecError(
+            f"in the {which} direction the jitter ({format_duration_ns(jitter_ns)}) is larger than the delay "
+            f"({format_duration_ns(delay_ns)}); make jitter <= delay (the delay varies by +-jitter)",
+            field=merged[culprit][1],
+        )
+    return DirectionSpec(
+        rate_bps=value("rate", None),
+        trace=value("trace", None),
+        delay_ns=delay_ns,
+        jitter_ns=jitter_ns,
+        loss=value("loss", 0.0),
+        queue=value("queue", QueueSpec()),
+    )
+
+
+def _parse_queue(value: object, base: str) -> QueueSpec:
+    if not isinstance(value, dict):
+        raise SpecError(f"{show(value)} is not a queue; write a table such as {_QUEUE_EXAMPLE}", field=base)
+    _check_keys(value, QUEUE_KEYS, base, "a queue")
+    discipline = value.get("discipline", "droptail")
+    if discipline not in DISCIPLINES:
+        raise SpecError(
+            f"{show(discipline)} is not a queue discipline; choose one of: {', '.join(DISCIPLINES)}",
+            field=_sub(base, "discipline"),
+        )
+    if "packets" in value and "bytes" in value:
+        raise SpecError(
+            "set either packets or bytes, not both: a queue is limited in one unit", field=_sub(base, "bytes")
+        )
+    if "bytes" in value:
+        field_name = _sub(base, "bytes")
+        limit_bytes = parse_size_bytes(value["bytes"], field_name)
+        if limit_bytes < MTU_FRAME_BYTES:
+            raise SpecError(
+                f"{show(value['bytes'])} is smaller than one full {MTU_FRAME_BYTES}-byte frame, "
+                f"which the queue could never hold; write at least {MTU_FRAME_BYTES}",
+                field=field_name,
+            )
+        if limit_bytes > MAX_QUEUE_BYTES:
+            raise SpecError(f'{show(value["bytes"])} is over 1 GiB; write at most "1gib"', field=field_name)
+        return QueueSpec(discipline=discipline, packets=None, bytes=limit_bytes)
+    packets = value.get("packets", QueueSpec.packets)
+    if not isinstance(packets, int) or isinstance(packets, bool) or not 1 <= packets <= MAX_QUEUE_PACKETS:
+        raise SpecError(
+            f"{show(packets)} is not a queue length; write a whole number of packets from 1 to "
+            f"{MAX_QUEUE_PACKETS}, e.g. packets = 100",
+            field=_sub(base, "packets"),
+        )
+    return QueueSpec(discipline=discipline, packets=packets, bytes=None)
+
+
+def _parse_trace(value: object, field_name: str, base_dir: Path) -> Path:
+    if not isinstance(value, str) or not value:
+        raise SpecError(
+            f"{show(value)} is not a trace path; write the path of a Mahimahi trace file relative to the "
+            'topology file, e.g. "traces/att.up"',
+            field=field_name,
+        )
+    path = (base_dir / value).resolve()
+    check_trace(path, field_name)
+    return path
+
+
+def check_trace(path: Path, field_name: str) -> None:
+    """Validate a Mahimahi trace: one non-negative integer millisecond timestamp per line, never
+    decreasing, each line one 1504-byte delivery opportunity; it repeats after its last timestamp,
+    so that must be > 0."""
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        raise SpecError(
+            f"trace file {path} not found (a relative trace path starts at the topology file's directory)",
+            field=field_name,
+        ) from None
+    except IsADirectoryError:
+        raise SpecError(
+            f"{path} is a directory; give the path of a Mahimahi trace file", field=field_name
+        ) from None
+    except OSError as error:
+        raise SpecError(
+            f"cannot read trace file {path} ({error.strerror}); check its permissions", field=field_name
+        ) from None
+    if not raw:
+        raise SpecError(
+            f"trace file {path} is empty; a Mahimahi trace has one millisecond timestamp per line",
+            field=field_name,
+        )
+    lines = raw.split(b"\n")
+    if lines[-1] == b"":  # the final newline ends the last line, it doesn't start a new one
+        lines.pop()
+    previous_ms = 0
+    for number, line in enumerate(lines, start=1):
+        if not line.isdigit():
+            text = show(line.decode("utf-8", "replace"))
+            problem = "is negative" if re.fullmatch(rb"-\d+", line) else "is not a timestamp"
+            if not line:
+                problem = "is empty"
+            raise SpecError(
+                f"trace file {path} line {number}: {text} {problem}; each line must be one non-negative "
+                "whole number of milliseconds",
+                field=field_name,
+            )
+        ms = int(line)
+        if ms < previous_ms:
+            raise SpecError(
+                f"trace file {path} line {number}: {ms} is less than the previous {previous_ms}; "
+                "timestamps must never decrease (repeat a timestamp for several packets in one millisecond)",
+                field=field_name,
+            )
+        previous_ms = ms
+    if previous_ms == 0:
+        raise SpecError(
+            f"trace file {path}: the last timestamp is 0, so the trace has no length; "
+            "it repeats after its last timestamp, which must be > 0",
+            field=field_name,
+        )

@@ -288,6 +288,19 @@ impl Pipeline {
         }
     }
 
+    /// The earliest a packet can leave: the delay line's head, or the serialiser's next
+    /// completion plus the shortest delay. Other deadlines only move virtual time, which
+    /// `poll` catches up exactly whenever it runs, so only these need a punctual wake-up.
+    pub fn next_departure(&self) -> Option<Instant> {
+        let shortest = Duration(self.line.delay.nanos() - self.line.jitter.nanos());
+        let line = self.line.q.front().map(|d| d.at);
+        let wire = self.server.next_deadline(self.queue.is_empty()).map(|t| t + shortest);
+        match (line, wire) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
     fn advance(&mut self, now: Instant) {
         assert!(now >= self.last_now, "time ran backwards: {:?} < {:?}", now, self.last_now);
         self.last_now = now;

@@ -20,10 +20,13 @@ pub struct Config {
     /// Wake this long before a departure and spin; 0 sleeps only (less CPU, later departures).
     #[serde(default = "default_spin_ns")]
     pub spin_ns: u64,
+    /// SCHED_FIFO priority of the link threads; 0 keeps normal scheduling.
+    #[serde(default)]
+    pub rt_priority: i32,
 }
 
 fn default_spin_ns() -> u64 {
-    80_000
+    50_000
 }
 
 #[derive(Deserialize)]

@@ -54,6 +54,30 @@ impl LatenessHistogram {
     }
 }
 
+/// Caps the share of time a thread spends spinning, so that at high packet rates (where a
+/// departure is always near) the datapath does not take a whole core from the hosts' stacks;
+/// past the cap it sleeps and departures are a little late instead.
+#[derive(Default)]
+struct SpinBudget {
+    window_start: u64,
+    spun_ns: u64,
+}
+
+impl SpinBudget {
+    const WINDOW_NS: u64 = 10_000_000;
+    const MAX_SHARE: f64 = 0.75;
+    fn allows(&mut self, now: Instant) -> bool {
+        if now.nanos() - self.window_start >= Self::WINDOW_NS {
+            self.window_start = now.nanos();
+            self.spun_ns = 0;
+        }
+        (self.spun_ns as f64) < Self::MAX_SHARE * Self::WINDOW_NS as f64
+    }
+    fn spun(&mut self, ns: u64) {
+        self.spun_ns += ns;
+    }
+}
+
 /// What the main thread reports for a direction.
 #[derive(Clone, Default)]
 pub struct Snapshot {
@@ -75,10 +99,19 @@ pub struct Direction {
     pub shared: Arc<Mutex<Snapshot>>,
     /// How long before a departure to stop sleeping and spin.
     pub spin_ns: u64,
+    /// SCHED_FIFO priority for this thread (0: normal scheduling).
+    pub rt_priority: i32,
 }
 
 impl Direction {
     pub fn run(mut self, stop: &AtomicBool) -> std::io::Result<()> {
+        if self.rt_priority > 0 {
+            // A busy host must not keep a due packet waiting behind iperf3 or a TCP stack.
+            let p = libc::sched_param { sched_priority: self.rt_priority };
+            if unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &p) } < 0 {
+                eprintln!("bloatlab-link: note: SCHED_FIFO refused ({}); running at normal priority", std::io::Error::last_os_error());
+            }
+        }
         let mut pipe = Pipeline::new(&self.cfg, monotonic_now());
         pipe.record_events(self.log.is_some());
         let mut batch = RxBatch::new(RX_SLOTS);
@@ -87,10 +120,11 @@ impl Direction {
         let mut late = LatenessHistogram::new();
         let (mut rx_overrun, mut tx_error) = (0u64, 0u64);
         let mut last_publish = Instant::ZERO;
+        let mut spin = SpinBudget::default();
         while !stop.load(Ordering::Relaxed) {
             // Due departures first, so arrivals never see an out-of-date link.
             pipe.poll(monotonic_now(), &mut out);
-            tx_error += self.send(&mut out, &mut late);
+            tx_error += self.send(&mut out, &mut late, &mut batch);
             loop {
                 let t = monotonic_now();
                 if batch.recv(&self.rx, |frame| pipe.arrive(t, frame)) < RX_SLOTS {
@@ -99,7 +133,7 @@ impl Direction {
             }
             let now = monotonic_now();
             pipe.poll(now, &mut out); // an idle or unlimited link sends at once
-            tx_error += self.send(&mut out, &mut late);
+            tx_error += self.send(&mut out, &mut late, &mut batch);
             if let Some(w) = self.log.as_mut() {
                 pipe.take_events(&mut events);
                 write_events(w, &events)?;
@@ -111,16 +145,24 @@ impl Direction {
                 last_publish = now;
             }
             // Timer wake-ups run tens of microseconds late on a VM: sleep until `spin_ns`
-            // before the deadline, then spin (still taking arrivals) for the rest.
-            let wait = match pipe.next_deadline() {
-                Some(d) => d.nanos().saturating_sub(monotonic_now().nanos()),
-                None => MAX_WAIT_NS,
-            };
-            if wait <= self.spin_ns {
+            // before a departure, then spin (still taking arrivals) for the rest. Other
+            // deadlines (a frame done serialising with delay still ahead) need no punctuality.
+            let now = monotonic_now().nanos();
+            let until = |t: Option<Instant>| t.map_or(MAX_WAIT_NS, |t| t.nanos().saturating_sub(now));
+            let (to_deadline, to_departure) = (until(pipe.next_deadline()), until(pipe.next_departure()));
+            let sleep = if to_departure > self.spin_ns {
+                to_deadline.min(to_departure - self.spin_ns)
+            } else if spin.allows(Instant(now)) {
                 std::hint::spin_loop();
+                spin.spun(monotonic_now().nanos() - now);
+                continue;
+            } else {
+                to_departure
+            };
+            if sleep == 0 {
                 continue;
             }
-            self.rx.wait(Some((wait - self.spin_ns).min(MAX_WAIT_NS)));
+            self.rx.wait(Some(sleep.min(MAX_WAIT_NS)));
         }
         if let Some(w) = self.log.as_mut() {
             pipe.take_events(&mut events);
@@ -133,7 +175,7 @@ impl Direction {
     }
 
     /// Sends what is due; records how late each frame left. Returns frames the kernel refused.
-    fn send(&self, out: &mut Vec<Departure>, late: &mut LatenessHistogram) -> u64 {
+    fn send(&self, out: &mut Vec<Departure>, late: &mut LatenessHistogram, pool: &mut RxBatch) -> u64 {
         if out.is_empty() {
             return 0;
         }
@@ -145,7 +187,9 @@ impl Direction {
         }
         let frames: Vec<&[u8]> = out.iter().map(|d| d.packet.data.as_slice()).collect();
         let failed = send_all(&self.tx, &frames);
-        out.clear();
+        for d in out.drain(..) {
+            pool.recycle(d.packet.data);
+        }
         failed
     }
 

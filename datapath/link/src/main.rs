@@ -141,7 +141,7 @@ fn main() {
             pair.push(snap.clone());
             directions.push((
                 format!("{}.{which}", l.name),
-                Direction { cfg: dj.resolve().unwrap(), rx: open(src, true), tx: open(dst, false), log, shared: snap, spin_ns: cfg.spin_ns },
+                Direction { cfg: dj.resolve().unwrap(), rx: open(src, true), tx: open(dst, false), log, shared: snap, spin_ns: cfg.spin_ns, rt_priority: cfg.rt_priority },
             ));
         }
         shared.push((l.name.clone(), pair[0].clone(), pair[1].clone()));

@@ -92,39 +92,42 @@ impl PacketSocket {
     }
 }
 
-/// Preallocated slots for recvmmsg.
+/// recvmmsg straight into packet buffers: each slot is a Vec the frame then lives in, so a
+/// frame is copied once (kernel to user) on its way in. Sent frames' buffers come back
+/// through `recycle`, so the steady state allocates nothing.
 pub struct RxBatch {
-    bufs: Vec<[u8; SLOT_BYTES]>,
+    slots: Vec<Vec<u8>>,
     iovs: Vec<libc::iovec>,
     hdrs: Vec<libc::mmsghdr>,
+    spare: Vec<Vec<u8>>,
 }
 
-// The raw pointers in iovs/hdrs point into `bufs`, owned by the same struct.
+// The raw pointers in iovs/hdrs point into `slots`, owned by the same struct.
 unsafe impl Send for RxBatch {}
 
 impl RxBatch {
-    pub fn new(slots: usize) -> Self {
-        let mut bufs = vec![[0u8; SLOT_BYTES]; slots];
-        let mut iovs: Vec<libc::iovec> =
-            bufs.iter_mut().map(|b| libc::iovec { iov_base: b.as_mut_ptr() as *mut libc::c_void, iov_len: SLOT_BYTES }).collect();
-        let hdrs = iovs
-            .iter_mut()
-            .map(|iov| {
-                let mut h: libc::mmsghdr = unsafe { std::mem::zeroed() };
-                h.msg_hdr.msg_iov = iov as *mut libc::iovec;
-                h.msg_hdr.msg_iovlen = 1;
-                h
-            })
-            .collect();
-        RxBatch { bufs, iovs, hdrs }
+    pub fn new(n: usize) -> Self {
+        let zeroed: libc::mmsghdr = unsafe { std::mem::zeroed() };
+        let empty = libc::iovec { iov_base: std::ptr::null_mut(), iov_len: 0 };
+        RxBatch { slots: (0..n).map(|_| Vec::with_capacity(SLOT_BYTES)).collect(), iovs: vec![empty; n], hdrs: vec![zeroed; n], spare: Vec::new() }
+    }
+
+    /// Gives a sent frame's buffer back for reuse.
+    pub fn recycle(&mut self, mut buf: Vec<u8>) {
+        if buf.capacity() >= SLOT_BYTES && self.spare.len() < 4096 {
+            buf.clear();
+            self.spare.push(buf);
+        }
     }
 
     /// Reads up to a batch of frames without blocking; calls `each` with every frame (a frame
     /// longer than a slot comes padded to its true length, so the core can count it).
     pub fn recv(&mut self, sock: &PacketSocket, mut each: impl FnMut(Vec<u8>)) -> usize {
-        for (h, iov) in self.hdrs.iter_mut().zip(self.iovs.iter_mut()) {
-            h.msg_hdr.msg_iov = iov as *mut libc::iovec;
-            h.msg_len = 0;
+        for i in 0..self.slots.len() {
+            self.iovs[i] = libc::iovec { iov_base: self.slots[i].as_mut_ptr() as *mut libc::c_void, iov_len: SLOT_BYTES };
+            self.hdrs[i].msg_hdr.msg_iov = &mut self.iovs[i];
+            self.hdrs[i].msg_hdr.msg_iovlen = 1;
+            self.hdrs[i].msg_len = 0;
         }
         let n = unsafe {
             libc::recvmmsg(sock.fd(), self.hdrs.as_mut_ptr(), self.hdrs.len() as u32, libc::MSG_DONTWAIT | libc::MSG_TRUNC, std::ptr::null_mut())
@@ -134,7 +137,11 @@ impl RxBatch {
         }
         for i in 0..n as usize {
             let len = self.hdrs[i].msg_len as usize;
-            let mut frame = self.bufs[i][..len.min(SLOT_BYTES)].to_vec();
+            let fresh = self.spare.pop().unwrap_or_else(|| Vec::with_capacity(SLOT_BYTES));
+            let mut frame = std::mem::replace(&mut self.slots[i], fresh);
+            // The kernel wrote min(len, SLOT_BYTES) bytes; the rest of an oversize frame is
+            // zero padding that only carries its length to the core, which drops it.
+            unsafe { frame.set_len(len.min(SLOT_BYTES)) };
             frame.resize(len, 0);
             each(frame);
         }

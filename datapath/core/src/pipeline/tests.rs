@@ -53,6 +53,7 @@ fn serialisation_and_delay_are_exact() {
         arrive(&mut p, 0, 1514);
     }
     assert_eq!(p.next_deadline(), Some(Instant(1_211_200)));
+    assert_eq!(p.next_departure(), Some(Instant(6_211_200)), "on the wire, then 5 ms of delay");
     assert_eq!(p.queue_stats().backlog_pkts, 2, "the first frame is on the wire, not in the queue");
     // One late poll: the schedule stays back to back in virtual time.
     let out = poll_at(&mut p, 20 * MS);

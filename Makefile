@@ -1,0 +1,76 @@
+# bloatlab: set up, test and try it on a Debian (bookworm) machine, as root.
+# Every target is idempotent: run `make test` as often as you like.
+
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+.DEFAULT_GOAL := help
+
+# The first python3 >= 3.11 on PATH (bookworm's own python3 is 3.11). Recursive (`?=`), so it
+# is looked up again after `packages` may have installed one.
+PYTHON ?= $(shell for p in python3 python3.13 python3.12 python3.11; do \
+	command -v $$p >/dev/null 2>&1 && $$p -c 'import sys; sys.exit(sys.version_info < (3, 11))' \
+	2>/dev/null && { $$p -c 'import sys; print(sys.executable)'; break; }; done)
+# cargo on PATH, else rustup's default place.
+CARGO ?= $(shell command -v cargo 2>/dev/null || { test -x $(HOME)/.cargo/bin/cargo && echo $(HOME)/.cargo/bin/cargo; })
+VENV ?= .venv
+
+# command:Debian package, for the tools the experiments run.
+TOOLS := ip:iproute2 tc:iproute2 iperf3:iperf3 ping:iputils-ping curl:curl ethtool:ethtool
+
+.PHONY: help setup packages build venv test demo bench clean
+
+help: ## list the targets
+	@grep -E '^[a-z]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/^([a-z]+):.*## /\1\t/' \
+		| awk -F'\t' '{ printf "  make %-9s %s\n", $$1, $$2 }'
+
+setup: packages build venv ## everything below: packages, the datapath binary, .venv/bin/bloatlab
+
+packages: ## apt-get install only what is missing (tools, python3-venv, cargo, a C linker)
+	@have() { command -v "$$1" >/dev/null 2>&1 || test -x "/usr/sbin/$$1" || test -x "/sbin/$$1"; }; \
+	missing=""; \
+	for pair in $(TOOLS); do have "$${pair%%:*}" || missing="$$missing $${pair#*:}"; done; \
+	python="$(PYTHON)"; \
+	if [ -z "$$python" ]; then missing="$$missing python3 python3-venv"; \
+	elif ! "$$python" -c 'import ensurepip, venv' 2>/dev/null; then missing="$$missing python3-venv"; fi; \
+	[ -n "$(CARGO)" ] || missing="$$missing cargo"; \
+	have cc || missing="$$missing gcc libc6-dev"; \
+	missing=$$(printf '%s\n' $$missing | sort -u | tr '\n' ' '); \
+	if [ -z "$${missing// /}" ]; then echo "packages: nothing missing"; exit 0; fi; \
+	if [ "$$(id -u)" != 0 ]; then echo "packages: missing: $$missing- run as root, or install them" >&2; exit 1; fi; \
+	echo "packages: installing $$missing"; \
+	echo 'iperf3 iperf3/start_daemon boolean false' | debconf-set-selections; \
+	export DEBIAN_FRONTEND=noninteractive; \
+	apt-get update -q; \
+	apt-get install -y -q $$missing
+
+build: packages ## cargo build --release: target/release/bloatlab-link
+	@test -n "$(CARGO)" || { echo "build: no cargo on PATH or in ~/.cargo/bin" >&2; exit 1; }
+	$(CARGO) build --release
+
+venv: $(VENV)/.stamp ## .venv with bloatlab installed editable, plus the test extras
+
+# Reinstalled only when pyproject.toml is newer than the stamp.
+$(VENV)/.stamp: pyproject.toml | packages
+	@test -n "$(PYTHON)" || { echo "venv: no python3 >= 3.11 on PATH" >&2; exit 1; }
+	$(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/python -m pip install -q --disable-pip-version-check -e '.[test]'
+	touch $@
+
+test: setup ## cargo test, then pytest (integration tests need root and namespaces)
+	$(CARGO) test --workspace
+	@rc=0; $(VENV)/bin/python -m pytest -q tests || rc=$$?; \
+	if [ $$rc -eq 5 ]; then echo "make test: pytest collected no tests; that is a failure" >&2; exit 1; fi; \
+	exit $$rc
+
+demo: setup ## the link benchmark for now (the experiment runner will replace it)
+	@mkdir -p results
+	$(VENV)/bin/bloatlab bench link | tee results/bench-link.txt
+	@echo "demo: results in $(CURDIR)/results/bench-link.txt"
+
+bench: setup ## the link benchmark: bloatlab bench link
+	$(VENV)/bin/bloatlab bench link
+
+clean: ## remove leftover bloatlab namespaces, then target, .venv and build
+	@if [ -x $(VENV)/bin/bloatlab ]; then \
+		$(VENV)/bin/bloatlab clean || echo "clean: bloatlab clean failed; removing the rest anyway" >&2; fi
+	rm -rf target $(VENV) build src/*.egg-info

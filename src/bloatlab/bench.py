@@ -1,0 +1,302 @@
+"""`bloatlab bench link`: the fidelity benchmark of an emulated link, on the user's machine.
+
+Two hosts joined by one link; for each configured rate and delay, on the userspace datapath
+and (where the kernel can serve it) on the kernel path as the same-run baseline:
+  - min RTT of an idle ping against the configured path delay plus its own serialisation;
+  - TCP goodput (iperf3, cubic) against the link's payload capacity;
+  - peak ping RTT under that saturating flow against base + queue bytes * 8 / rate;
+  - UDP at 1.1x the rate: what the receiver got;
+  - the datapath's departure lateness, its CPU share, and drops nobody asked for.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from . import __version__, doctor
+from .errors import BloatlabError
+from .network import Network
+from .parsers import parse_iperf3, parse_ping_replies, parse_ping_summary
+from .topology import DirectionSpec, HostSpec, LinkSpec, QueueSpec, Topology
+from .units import format_duration_ns, format_rate, parse_duration_ns, parse_rate
+
+QUEUE_PKTS = 100
+FRAME_BYTES = 1514
+TCP_PAYLOAD = 1448  # MSS with TCP timestamps on a 1500-byte MTU
+UDP_PAYLOAD = 1472  # fills a 1514-byte frame
+PING_FRAME = 98  # 56 data bytes + ICMP 8 + IPv4 20 + Ethernet 14
+IPERF_PORT = 5201
+
+
+@dataclass(frozen=True)
+class Case:
+    backend: str  # "userspace" | "kernel"
+    rate_bps: int | None
+    delay_ns: int  # each way
+
+    @property
+    def label(self) -> str:
+        return f"{self.backend:9} {format_rate(self.rate_bps):>12} {format_duration_ns(self.delay_ns):>6}"
+
+
+@dataclass
+class CaseResult:
+    case: Case
+    skipped: str | None = None
+    queue_pkts: int | None = None
+    min_rtt_ms: float | None = None
+    expected_min_rtt_ms: float | None = None
+    tcp_goodput_mbps: float | None = None
+    tcp_capacity_mbps: float | None = None
+    tcp_retransmits: int | None = None
+    peak_rtt_ms: float | None = None
+    expected_peak_rtt_ms: float | None = None
+    udp_received_mbps: float | None = None
+    udp_capacity_mbps: float | None = None
+    depart_error_p50_us: float | None = None
+    depart_error_p99_us: float | None = None
+    datapath_cpu_pct: float | None = None
+    unintended_drops: int | None = None
+    drops: dict[str, int] = field(default_factory=dict)
+
+
+def queue_packets(case: Case) -> int:
+    """100 packets, or one bandwidth-delay product where that is more: with less than a BDP
+    of buffer, Reno and Cubic cannot keep a long fat pipe full, whatever the emulator."""
+    if not case.rate_bps:
+        return QUEUE_PKTS
+    bdp_bytes = case.rate_bps / 8 * (2 * case.delay_ns / 1e9)
+    return max(QUEUE_PKTS, math.ceil(bdp_bytes / FRAME_BYTES))
+
+
+def warmup_s(case: Case) -> int:
+    """Seconds of iperf3 left out of goodput: slow start overshoots the queue and the loss
+    recovery after it lasts several queue-drain times (about 7 s at 1.5 Mbit/s)."""
+    if not case.rate_bps:
+        return 1
+    drain_s = queue_packets(case) * FRAME_BYTES * 8 / case.rate_bps
+    return min(8, max(1, math.ceil(10 * drain_s)))
+
+
+# Per-namespace TCP buffer limits for the bench hosts: at 1 Gbit/s and 20 ms the BDP plus a
+# BDP of queue is 5 MB, over the kernel's default 4 MB send buffer cap.
+TCP_BUFFERS = {"net.ipv4.tcp_rmem": "4096 131072 67108864", "net.ipv4.tcp_wmem": "4096 16384 67108864"}
+
+
+def two_hosts(case: Case) -> Topology:
+    d = DirectionSpec(rate_bps=case.rate_bps, delay_ns=case.delay_ns, queue=QueueSpec(packets=queue_packets(case)))
+    link = LinkSpec(name="h1-h2", ends=("h1", "h2"), forward=d, reverse=d, backend=case.backend)
+    return Topology(hosts={"h1": HostSpec("h1"), "h2": HostSpec("h2")}, switches={}, links=[link])
+
+
+def _cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _interface_drops(net: Network) -> int:
+    """rx/tx drops the kernel counted on every interface of the network: none are intended."""
+    total = 0
+    namespaces = [net.namespace(h) for h in net.topology.hosts]
+    if net.datapath is not None:
+        namespaces.append(net.datapath_namespace)
+    for ns in namespaces:
+        out = subprocess.run(["ip", "-n", ns, "-s", "-j", "link", "show"], capture_output=True, text=True).stdout
+        for link in json.loads(out or "[]"):
+            stats = link.get("stats64", {})
+            total += stats.get("rx", {}).get("dropped", 0) + stats.get("tx", {}).get("dropped", 0)
+    return total
+
+
+def _wait_listening(net: Network, host: str, port: int, timeout_s: float = 5.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        out = net.exec(host, ["ss", "-Hltn", f"sport = :{port}"], capture_output=True, text=True).stdout
+        if out.strip():
+            return
+        time.sleep(0.05)
+    raise BloatlabError(f"iperf3 server in {host} did not start listening", field="bench")
+
+
+def _iperf(net: Network, args: list[str], timeout_s: float) -> dict[str, Any] | Any:
+    server = net.popen("h2", ["iperf3", "-s", "-1", "-p", str(IPERF_PORT)], stdout=subprocess.DEVNULL,
+                       stderr=subprocess.DEVNULL)
+    try:
+        _wait_listening(net, "h2", IPERF_PORT)
+        out = net.exec("h1", ["iperf3", "-c", net.address("h2"), "-p", str(IPERF_PORT), "-J", *args],
+                       capture_output=True, text=True, timeout=timeout_s)
+        return parse_iperf3(out.stdout)
+    finally:
+        if server.poll() is None:
+            server.terminate()
+        server.wait(timeout=5)
+
+
+def run_case(case: Case, duration_s: float, name: str) -> CaseResult:
+    res = CaseResult(case, queue_pkts=queue_packets(case))
+    rate = case.rate_bps
+    ser_ms = (lambda nbytes: nbytes * 8 / rate * 1e3) if rate else (lambda nbytes: 0.0)
+    with Network(two_hosts(case), name) as net:
+        dst = net.address("h2")
+        for host in net.topology.hosts:
+            for key, value in TCP_BUFFERS.items():
+                net.exec(host, ["sysctl", "-qw", f"{key}={value}"], check=True)
+        net.exec("h1", ["ping", "-c", "2", "-i", "0.2", "-W", "2", dst], capture_output=True)  # ARP
+        # 1. Idle RTT: the path delay twice, plus the ping's own serialisation each way.
+        idle = net.exec("h1", ["ping", "-c", "30", "-i", "0.02", dst], capture_output=True, text=True).stdout
+        res.min_rtt_ms = parse_ping_summary(idle).min_ms
+        res.expected_min_rtt_ms = 2 * case.delay_ns / 1e6 + 2 * ser_ms(PING_FRAME)
+        # 2. TCP with pings riding along; the first second (slow start) is left out of goodput.
+        dp = net.datapath
+        cpu0, t0 = (_cpu_seconds(dp.pid), time.monotonic()) if dp else (0.0, 0.0)
+        interval = "0.1" if (rate or 10**12) <= 20_000_000 else "0.02"
+        warm = warmup_s(case)
+        pinger = net.popen("h1", ["ping", "-i", interval, "-w", str(int(duration_s + warm)), dst],
+                           stdout=subprocess.PIPE, text=True)
+        tcp = _iperf(net, ["-t", str(duration_s), "-O", str(warm), "-C", "cubic"], timeout_s=duration_s + warm + 30)
+        loaded = parse_ping_replies(pinger.communicate(timeout=duration_s + 10)[0])
+        if dp:
+            res.datapath_cpu_pct = 100 * (_cpu_seconds(dp.pid) - cpu0) / (time.monotonic() - t0)
+        res.tcp_goodput_mbps = tcp.receiver_bps / 1e6
+        res.tcp_retransmits = tcp.retransmits
+        if rate:
+            res.tcp_capacity_mbps = rate * TCP_PAYLOAD / FRAME_BYTES / 1e6
+            # A ping waits behind a full queue and the frame on the wire.
+            res.expected_peak_rtt_ms = res.min_rtt_ms + ser_ms(queue_packets(case) * FRAME_BYTES)
+        res.peak_rtt_ms = max((r.rtt_ms for r in loaded), default=None)
+        # 3. UDP just above the rate: the receiver should get the link's payload capacity.
+        if rate:
+            udp = _iperf(net, ["-u", "-b", str(int(rate * 1.1)), "-l", str(UDP_PAYLOAD), "-t", "3"],
+                         timeout_s=40)
+            res.udp_received_mbps = udp.receiver_bps / 1e6
+            res.udp_capacity_mbps = rate * UDP_PAYLOAD / FRAME_BYTES / 1e6
+        # 4. What the datapath saw.
+        unintended = _interface_drops(net)
+        if dp:
+            stats = dp.stats()["links"]["h1-h2"]
+            fwd = stats["forward"]["depart_error_ns"]
+            res.depart_error_p50_us = fwd["p50"] / 1e3
+            res.depart_error_p99_us = fwd["p99"] / 1e3
+            for d in ("forward", "reverse"):
+                for reason, n in stats[d]["drops"].items():
+                    res.drops[reason] = res.drops.get(reason, 0) + n
+            unintended += sum(res.drops.get(k, 0) for k in ("rx_overrun", "tx_error", "oversize", "runt"))
+        res.unintended_drops = unintended
+    return res
+
+
+def cases(rates: list[int | None], delays: list[int], kernel_qdiscs: dict[str, bool]) -> list[tuple[Case, str | None]]:
+    """Every userspace case, each followed by its kernel baseline (or why there is none)."""
+    out: list[tuple[Case, str | None]] = []
+    for delay in delays:
+        for rate in rates:
+            out.append((Case("userspace", rate, delay), None))
+            why = None
+            if delay and not kernel_qdiscs.get("netem"):
+                why = "this kernel has no netem"
+            elif rate and not kernel_qdiscs.get("htb"):
+                why = "this kernel has no htb"
+            out.append((Case("kernel", rate, delay), why))
+    return out
+
+
+def _fmt(v: float | None, spec: str = ".2f") -> str:
+    return "-" if v is None else format(v, spec)
+
+
+def render(results: list[CaseResult]) -> str:
+    head = (f"{'backend':9} {'rate':>12} {'delay':>6} {'queue':>5} | {'TCP Mbit/s':>10} {'of cap.':>7} | {'min RTT':>8} "
+            f"{'expect':>8} | {'peak RTT':>8} {'expect':>8} | {'UDP Mbit/s':>10} {'of cap.':>7} | "
+            f"{'late p50':>8} {'p99 us':>7} | {'CPU %':>6} | {'unint.':>6}")
+    lines = [head, "-" * len(head)]
+    for r in results:
+        if r.skipped:
+            lines.append(f"{r.case.label} {'':>5} | skipped: {r.skipped}")
+            continue
+        cap = r.tcp_goodput_mbps / r.tcp_capacity_mbps * 100 if r.tcp_capacity_mbps else None
+        ucap = r.udp_received_mbps / r.udp_capacity_mbps * 100 if r.udp_capacity_mbps else None
+        lines.append(
+            f"{r.case.label} {r.queue_pkts:>5} | {_fmt(r.tcp_goodput_mbps, '10.2f')} {_fmt(cap, '6.1f')}% | "
+            f"{_fmt(r.min_rtt_ms, '8.3f')} {_fmt(r.expected_min_rtt_ms, '8.3f')} | {_fmt(r.peak_rtt_ms, '8.2f')} "
+            f"{_fmt(r.expected_peak_rtt_ms, '8.2f')} | {_fmt(r.udp_received_mbps, '10.2f')} {_fmt(ucap, '6.1f')}% | "
+            f"{_fmt(r.depart_error_p50_us, '8.1f')} {_fmt(r.depart_error_p99_us, '7.1f')} | "
+            f"{_fmt(r.datapath_cpu_pct, '6.1f')} | {r.unintended_drops if r.unintended_drops is not None else '-':>6}")
+    return "\n".join(lines)
+
+
+def verdicts(results: list[CaseResult]) -> list[str]:
+    """The issue's targets, checked on this run's figures."""
+    out = []
+    by = {(r.case.backend, r.case.rate_bps, r.case.delay_ns): r for r in results if not r.skipped}
+    for r in results:
+        if r.skipped or r.case.backend != "userspace":
+            continue
+        tag = r.case.label.strip()
+        if r.tcp_capacity_mbps:
+            share = r.tcp_goodput_mbps / r.tcp_capacity_mbps
+            out.append(f"{'ok  ' if share >= 0.97 else 'MISS'} TCP goodput {share:.1%} of capacity (>= 97%): {tag}")
+        if r.min_rtt_ms is not None and r.expected_min_rtt_ms is not None:
+            err = r.min_rtt_ms - r.expected_min_rtt_ms
+            out.append(f"{'ok  ' if abs(err) <= 0.1 else 'MISS'} min RTT {err:+.3f} ms from the path delay (<= 0.1 ms): {tag}")
+        if r.expected_peak_rtt_ms and r.peak_rtt_ms and r.case.rate_bps and r.case.rate_bps <= 10_000_000:
+            err = r.peak_rtt_ms / r.expected_peak_rtt_ms - 1
+            out.append(f"{'ok  ' if abs(err) <= 0.05 else 'MISS'} peak RTT {err:+.1%} from base + queue/rate (5%): {tag}")
+        if r.case.rate_bps == 100_000_000 and r.depart_error_p99_us is not None:
+            out.append(f"{'ok  ' if r.depart_error_p99_us <= 50 else 'MISS'} departure lateness p99 "
+                       f"{r.depart_error_p99_us:.0f} us (<= 50 us): {tag}")
+        if r.unintended_drops is not None and r.case.rate_bps:
+            out.append(f"{'ok  ' if r.unintended_drops == 0 else 'MISS'} {r.unintended_drops} unintended drops: {tag}")
+        if r.case.rate_bps is None and r.case.delay_ns == 0:
+            k = by.get(("kernel", None, 0))
+            if k and k.tcp_goodput_mbps:
+                ratio = r.tcp_goodput_mbps / k.tcp_goodput_mbps
+                out.append(f"{'ok  ' if ratio >= 0.5 else 'MISS'} unlimited: {ratio:.0%} of the plain veth's "
+                           f"{k.tcp_goodput_mbps:.0f} Mbit/s (>= 50%)")
+    return out
+
+
+def main_link(args: Any) -> int:
+    if os.geteuid() != 0:
+        raise BloatlabError("bench link builds namespaces and needs root; run it with sudo", field="bench")
+    rates = [parse_rate(r.strip(), "--rates") for r in args.rates.split(",") if r.strip()]
+    delays = [parse_duration_ns(d.strip(), "--delay") for d in args.delay.split(",") if d.strip()]
+    duration_s = parse_duration_ns(args.duration, "--duration", allow_zero=False) / 1e9
+    if duration_s < 2:
+        raise BloatlabError("at least 2s, so that the slow start can be left out", field="--duration")
+    out_dir = Path(args.out or f"results/bench-link-{time.strftime('%Y%m%d-%H%M%S')}")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    plan = cases(rates, delays, doctor.kernel_qdiscs())
+    results: list[CaseResult] = []
+    started = time.monotonic()
+    for i, (case, skip) in enumerate(plan, 1):
+        print(f"[{i}/{len(plan)}] {case.label} ...", end="", file=sys.stderr, flush=True)
+        if skip:
+            results.append(CaseResult(case, skipped=skip))
+            print(f" skipped ({skip})", file=sys.stderr)
+            continue
+        t0 = time.monotonic()
+        results.append(run_case(case, duration_s, f"bench-{os.getpid() % 100000}"))
+        done = time.monotonic() - started
+        left = done / i * (len(plan) - i)
+        print(f" {time.monotonic() - t0:.0f} s (about {left:.0f} s left)", file=sys.stderr)
+    table, checks = render(results), verdicts(results)
+    doc = {"bloatlab_version": __version__, "kernel": os.uname().release, "duration_s": duration_s,
+           "queue_packets": "max(100, 1 BDP)", "results": [asdict(r) for r in results], "targets": checks}
+    (out_dir / "bench-link.json").write_text(json.dumps(doc, indent=2))
+    (out_dir / "bench-link.txt").write_text(table + "\n\n" + "\n".join(checks) + "\n")
+    if args.json:
+        print(json.dumps(doc, indent=2))
+    else:
+        print(table)
+        print()
+        print("\n".join(checks))
+        print(f"\nresults: {out_dir}/bench-link.txt and bench-link.json")
+    return 0

@@ -1,0 +1,286 @@
+"""The `bloatlab` command line: build, use and remove lab networks; doctor; benchmarks.
+
+Every BloatlabError becomes one line on stderr and exit status 2; Ctrl-C exits 130 once
+whatever was half built has been removed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import sys
+from pathlib import Path
+
+from .errors import BloatlabError, MachineError
+
+EXAMPLE_TOPOLOGY = "topology.toml"
+
+
+class UsageError(BloatlabError):
+    """Bad command-line syntax, reported like every other user error."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str):  # argparse's own: usage plus message on two lines
+        raise UsageError(f"{message} (see {self.prog} --help)")
+
+
+def _formatter(prog: str) -> argparse.HelpFormatter:
+    return argparse.RawDescriptionHelpFormatter(prog, max_help_position=32)
+
+
+def need_root(command: str) -> None:
+    if os.geteuid() != 0:
+        raise MachineError(f"bloatlab {command} needs root (it works with network namespaces); "
+                           "run it with sudo")
+
+
+# Commands -----------------------------------------------------------------------------------
+
+def cmd_up(args: argparse.Namespace) -> int:
+    from .network import Network, check_name
+    from .topology import load_topology
+
+    need_root("up")
+    check_name(args.name)
+    topology = load_topology(args.topology)
+    net = Network(topology, args.name, detach=True, topology_path=Path(args.topology).resolve())
+    # A SIGTERM or hangup during the build must clean up as Ctrl-C does.
+    previous = {sig: signal.signal(sig, _interrupt) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        net.up()
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    print(summary(net))
+    return 0
+
+
+def _interrupt(signum, frame):
+    raise KeyboardInterrupt
+
+
+def summary(net) -> str:
+    from .units import format_duration_ns, format_rate
+
+    def direction(d) -> str:
+        pace = f"trace {d.trace.name}" if d.trace else format_rate(d.rate_bps)
+        parts = [pace, f"delay {format_duration_ns(d.delay_ns)}"]
+        if d.jitter_ns:
+            parts.append(f"jitter {format_duration_ns(d.jitter_ns)}")
+        if d.loss:
+            parts.append(f"loss {d.loss * 100:g}%")
+        q = d.queue
+        limit = f"{q.packets} packets" if q.packets is not None else f"{q.bytes} bytes"
+        parts.append(f"{q.discipline} {limit}")
+        return ", ".join(parts)
+
+    topo = net.topology
+    width = max(len(h) for h in [*topo.hosts, "host"])
+    lines = [f"network {net.name} is up", ""]
+    lines += [f"  {'host':<{width}}  address"]
+    lines += [f"  {host:<{width}}  {topo.address(host)}" for host in topo.hosts]
+    if topo.switches:
+        lines += ["", f"  switches: {', '.join(topo.switches)}"]
+    lines.append("")
+    for link, backend in zip(topo.links, net.backends):
+        lines.append(f"  link {link.name} ({backend} backend)")
+        for which in ("forward", "reverse"):
+            lines.append(f"    {link.direction_name(which):<24} {direction(getattr(link, which))}")
+    first = next(iter(topo.hosts))
+    other = next((h for h in topo.hosts if h != first), first)
+    lines += ["", f"run commands in it:  bloatlab exec {net.name} {first} -- ping -c 3 {other}",
+              f"take it down:        bloatlab down {net.name}"]
+    return "\n".join(lines)
+
+
+def cmd_exec(args: argparse.Namespace) -> int:
+    from .network import Network
+
+    need_root("exec")
+    argv = args.command[1:] if args.command[:1] == ["--"] else args.command
+    if not argv:
+        raise UsageError(f"give a command after --, e.g. bloatlab exec {args.name} {args.host} -- ping -c 3 h2")
+    net = Network.attach(args.name)
+    # stdin, stdout and stderr are inherited: the command talks to the terminal directly.
+    with net.popen(args.host, argv) as proc:
+        while True:
+            try:
+                status = proc.wait()
+                break
+            except KeyboardInterrupt:
+                continue  # the command got the Ctrl-C too; let it end its own way (ping prints stats)
+    return status if status >= 0 else 128 - status
+
+
+def cmd_ls(args: argparse.Namespace) -> int:
+    from .network import list_networks, stray_namespaces
+    from .state import process_alive
+
+    networks = list_networks()
+    if not networks:
+        print("no networks")
+    else:
+        rows = [("NAME", "STATUS", "HOSTS", "LINKS", "DATAPATH", "CREATED")]
+        for st in networks:
+            status = st.status
+            if status == "building" and st.owner and not process_alive(st.owner["pid"], st.owner["starttime"]):
+                status = "broken"  # its `up` died midway
+            dp = "-"
+            if st.datapath:
+                alive = process_alive(st.datapath["pid"], st.datapath["starttime"])
+                dp = f"pid {st.datapath['pid']}" if alive else "dead"
+            kinds = sorted(set(st.backends))
+            links = f"{len(st.backends)} ({', '.join(kinds)})" if kinds else "0"
+            rows.append((st.name, status, str(len(st.topology["hosts"])), links, dp, st.created))
+        widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+        for row in rows:
+            print("  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip())
+    stray = stray_namespaces()
+    if stray:
+        print(f"\nnamespaces of no network: {', '.join(stray)} (bloatlab clean removes them)")
+    return 0
+
+
+def cmd_down(args: argparse.Namespace) -> int:
+    from .network import check_name, remove_network
+
+    need_root("down")
+    check_name(args.name)
+    remove_network(args.name)
+    print(f"network {args.name} is down")
+    return 0
+
+
+def cmd_clean(args: argparse.Namespace) -> int:
+    from .network import clean
+
+    need_root("clean")
+    removed = clean()
+    if not removed:
+        print("nothing to clean")
+    for item in removed:
+        print(f"removed {item}")
+    return 0
+
+
+def cmd_doctor(args: argparse.Namespace) -> int:
+    from . import doctor
+
+    report = doctor.collect()
+    print(json.dumps(report, indent=2) if args.json else doctor.render(report))
+    return 0
+
+
+def cmd_bench_link(args: argparse.Namespace) -> int:
+    need_root("bench link")
+    try:
+        from . import bench
+    except ModuleNotFoundError as error:
+        if error.name != f"{__package__}.bench":
+            raise
+        raise MachineError("this bloatlab has no bench module yet") from None
+    return bench.main_link(args)
+
+
+# The parser ---------------------------------------------------------------------------------
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog="bloatlab", formatter_class=_formatter,
+        description="A laboratory for bufferbloat experiments: hosts in network namespaces, joined "
+                    "by emulated links with a rate, a delay, loss and a bounded queue.",
+        epilog="examples:\n"
+               f"  sudo bloatlab up {EXAMPLE_TOPOLOGY} --name t1\n"
+               "  sudo bloatlab exec t1 h1 -- ping -c 3 h2\n"
+               "  sudo bloatlab down t1\n\n"
+               "`bloatlab COMMAND --help` tells more about each command.")
+    from . import __version__
+    parser.add_argument("--version", action="version", version=f"bloatlab {__version__}")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    def command(name: str, handler, summary: str, description: str, examples: list[str]):
+        sub = commands.add_parser(name, help=summary, description=f"{summary}\n\n{description}",
+                                  epilog="examples:\n" + "\n".join(f"  {e}" for e in examples),
+                                  formatter_class=_formatter)
+        sub.set_defaults(handler=handler)
+        return sub
+
+    up = command("up", cmd_up, "build a network from a topology file and leave it running",
+                 "Creates a namespace per host and switch, the links between them (each served by the "
+                 "kernel's qdiscs\nor by the userspace datapath bloatlab-link, which keeps running in "
+                 "the background), and\nprints the hosts' addresses and each link's backend. Needs root.",
+                 [f"sudo bloatlab up {EXAMPLE_TOPOLOGY} --name t1"])
+    up.add_argument("topology", metavar="TOPOLOGY.toml", help="the topology file")
+    up.add_argument("--name", required=True,
+                    help='the network\'s name: a lowercase letter, then up to 15 lowercase letters, '
+                         'digits or "-"')
+
+    ex = command("exec", cmd_exec, "run a command in a host of a network",
+                 "Runs CMD in HOST's namespace with this terminal's stdin, stdout and stderr, and exits "
+                 "with CMD's\nstatus. Host names resolve inside the network (ping h2 works). Needs root.",
+                 ["sudo bloatlab exec t1 h1 -- ping -c 3 h2",
+                  "sudo bloatlab exec t1 h2 -- iperf3 -s -1"])
+    ex.add_argument("name", metavar="NAME", help="the network")
+    ex.add_argument("host", metavar="HOST", help="the host to run in")
+    ex.add_argument("command", metavar="-- CMD ...", nargs=argparse.REMAINDER, help="the command and its arguments")
+
+    command("ls", cmd_ls, "list networks",
+            "Shows each network's status, hosts, link backends and datapath process, and any bloatlab\n"
+            "namespace that belongs to no network.", ["bloatlab ls"])
+
+    down = command("down", cmd_down, "take a network down",
+                   "Ends every process in the network's namespaces (the datapath first), then removes "
+                   "the\nnamespaces, their /etc/netns files and the network's state. Needs root.",
+                   ["sudo bloatlab down t1"])
+    down.add_argument("name", metavar="NAME", help="the network")
+
+    command("clean", cmd_clean, "remove everything bloatlab left on this machine",
+            "Removes every namespace named bloatlab.* or bloatlab-* with the processes in it, every "
+            "datapath\nprocess, /etc/netns/bloatlab.* and /run/bloatlab, also what a killed run left. "
+            "Needs root.", ["sudo bloatlab clean"])
+
+    doc = command("doctor", cmd_doctor, "check what this machine can do",
+                  "Probes for real: root, namespaces, veth, kernel qdiscs, tools, the datapath binary, "
+                  "and\nwhich link features each backend can serve here; says how to get what is missing.",
+                  ["sudo bloatlab doctor", "sudo bloatlab doctor --json > doctor.json"])
+    doc.add_argument("--json", action="store_true", help="print the report as JSON")
+
+    bench = commands.add_parser("bench", help="benchmarks of bloatlab itself", formatter_class=_formatter,
+                                description="Benchmarks of bloatlab itself.")
+    bench_commands = bench.add_subparsers(dest="bench_command", metavar="BENCHMARK", required=True)
+    link = bench_commands.add_parser(
+        "link", help="how faithfully each link backend emulates rate and delay",
+        formatter_class=_formatter,
+        description="Measures each backend at each rate and delay: achieved rate, RTT, queueing delay.",
+        epilog="examples:\n  sudo bloatlab bench link\n"
+               "  sudo bloatlab bench link --rates 10mbit,100mbit --delay 5ms --duration 3s --out results/bench")
+    link.set_defaults(handler=cmd_bench_link)
+    link.add_argument("--json", action="store_true", help="print the results as JSON")
+    link.add_argument("--rates", default="1.5mbit,10mbit,100mbit,1gbit,unlimited",
+                      help="comma-separated link rates (default: %(default)s)")
+    link.add_argument("--delay", default="0ms,10ms",
+                      help="comma-separated one-way delays, each way (default: %(default)s)")
+    link.add_argument("--duration", default="5s", help="how long each measurement runs (default: %(default)s)")
+    link.add_argument("--out", metavar="DIR", type=Path, help="write raw results under DIR")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    try:
+        args = build_parser().parse_args(argv)
+        return args.handler(args)
+    except BloatlabError as error:
+        message = " ".join(str(error).split("\n"))
+        print(f"bloatlab: error: {message}", file=sys.stderr)
+        return error.exit_status
+    except KeyboardInterrupt:
+        print("bloatlab: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:  # `bloatlab doctor | head`: the reader has gone, which is no error
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # so exit's flush is quiet
+        return 141
+    except SystemExit as done:  # --help and --version
+        return done.code if isinstance(done.code, int) else 0

@@ -1,0 +1,402 @@
+"""`bloatlab doctor`: what this machine can do, probed for real.
+
+Owns the machine probes (root, namespaces, veth, TUN, tracefs, kernel qdiscs, tools, the
+datapath binary, TCP congestion controls) and the table of which link backend can serve which
+link feature. Every probe that touches the kernel does so inside one throw-away namespace,
+`bloatlab-doctor-<pid>`, which is always deleted again.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import platform
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+from bloatlab import __version__
+
+TRACEFS = Path("/sys/kernel/tracing")
+TCP_PROBE_EVENT = "events/tcp/tcp_probe"
+
+# Each qdisc with arguments that are valid whenever the kind exists, so a failure means the
+# kernel lacks it rather than that we asked badly.
+QDISC_PROBES: dict[str, list[str]] = {
+    "htb": [],
+    "tbf": ["rate", "1mbit", "burst", "10kb", "latency", "10ms"],
+    "pfifo": ["limit", "100"],
+    "bfifo": ["limit", "150000"],
+    "pfifo_head_drop": ["limit", "100"],
+    "netem": ["delay", "10ms"],
+    "codel": [],
+    "fq_codel": [],
+    "red": ["limit", "400000", "min", "30000", "max", "90000", "avpkt", "1000",
+            "burst", "55", "bandwidth", "10mbit", "probability", "0.02"],
+    "pie": [],
+    "cake": [],
+    "fq": [],
+}
+UNKNOWN_QDISC = "Specified qdisc kind is unknown"
+
+# Kernel module and config option for each qdisc, for the "how to get it" hints.
+QDISC_SOURCES: dict[str, tuple[str, str]] = {
+    "htb": ("sch_htb", "CONFIG_NET_SCH_HTB"),
+    "tbf": ("sch_tbf", "CONFIG_NET_SCH_TBF"),
+    "pfifo": ("sch_fifo", "CONFIG_NET_SCHED"),
+    "bfifo": ("sch_fifo", "CONFIG_NET_SCHED"),
+    "pfifo_head_drop": ("sch_fifo", "CONFIG_NET_SCHED"),
+    "netem": ("sch_netem", "CONFIG_NET_SCH_NETEM"),
+    "codel": ("sch_codel", "CONFIG_NET_SCH_CODEL"),
+    "fq_codel": ("sch_fq_codel", "CONFIG_NET_SCH_FQ_CODEL"),
+    "red": ("sch_red", "CONFIG_NET_SCH_RED"),
+    "pie": ("sch_pie", "CONFIG_NET_SCH_PIE"),
+    "cake": ("sch_cake", "CONFIG_NET_SCH_CAKE"),
+    "fq": ("sch_fq", "CONFIG_NET_SCH_FQ"),
+}
+
+# Tool -> (arguments that print its version, Debian package).
+TOOLS: dict[str, tuple[list[str], str]] = {
+    "iperf3": (["--version"], "iperf3"),
+    "ping": (["-V"], "iputils-ping"),
+    "curl": (["--version"], "curl"),
+    "ethtool": (["--version"], "ethtool"),
+    "tc": (["-V"], "iproute2"),
+    "ip": (["-V"], "iproute2"),
+}
+
+# Link features and, for the kernel backend, the qdiscs that serve each (any one suffices).
+# An empty tuple: the kernel has nothing for it.
+FEATURES: dict[str, str] = {
+    "rate": "rate",
+    "delay": "delay",
+    "jitter": "jitter",
+    "loss": "loss",
+    "queue_droptail_packets": "queue droptail (packets)",
+    "queue_droptail_bytes": "queue droptail (bytes)",
+    "queue_drophead": "queue drophead",
+    "trace": "trace-driven rate",
+}
+KERNEL_NEEDS: dict[str, tuple[str, ...]] = {
+    "rate": ("htb", "tbf"),
+    "delay": ("netem",),
+    "jitter": ("netem",),
+    "loss": ("netem",),
+    "queue_droptail_packets": ("pfifo",),
+    "queue_droptail_bytes": ("bfifo",),
+    "queue_drophead": ("pfifo_head_drop",),
+    "trace": (),
+}
+
+# Root's tools live in sbin, which a user's PATH often lacks.
+_SBIN = ("/usr/local/sbin", "/usr/sbin", "/sbin")
+
+
+def _which(name: str) -> str | None:
+    path = os.environ.get("PATH", os.defpath)
+    return shutil.which(name, path=os.pathsep.join([path, *_SBIN]))
+
+
+def _run(argv: list[str], timeout_s: float = 5.0) -> subprocess.CompletedProcess[str]:
+    """Run a probe command; a missing program or a hang reads as a failure, never raises."""
+    try:
+        return subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s,
+                              stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return subprocess.CompletedProcess(argv, 127, "", str(exc))
+
+
+def _first_line(text: str) -> str:
+    return next((line.strip() for line in text.splitlines() if line.strip()), "")
+
+
+def _is_root() -> bool:
+    return os.geteuid() == 0
+
+
+def _probe_sandbox(root: bool) -> dict[str, Any]:
+    """Create one namespace with a veth pair and try every qdisc on it, then delete it all.
+
+    qdisc values: True present, False absent, None not probed (no root, no tc, no veth).
+    """
+    result: dict[str, Any] = {
+        "netns": None, "veth": None, "error": None,
+        "qdiscs": dict.fromkeys(QDISC_PROBES), "qdisc_errors": {},
+    }
+    ip, tc = _which("ip"), _which("tc")
+    if not root:
+        result["error"] = "not root"
+        return result
+    if ip is None:
+        result["error"] = "ip (iproute2) not found"
+        return result
+
+    ns = f"bloatlab-doctor-{os.getpid()}"
+    created = False
+    try:
+        added = _run([ip, "netns", "add", ns])
+        if added.returncode != 0 and "File exists" in added.stderr:
+            # A namespace of ours left by a crashed doctor that had the same pid.
+            _run([ip, "netns", "del", ns])
+            added = _run([ip, "netns", "add", ns])
+        created = result["netns"] = added.returncode == 0
+        if not created:
+            result["error"] = _first_line(added.stderr) or "ip netns add failed"
+            return result
+        # Names are local to the namespace, so they cannot clash with the host's.
+        veth = _run([ip, "-n", ns, "link", "add", "bloatlab-d0", "type", "veth",
+                     "peer", "name", "bloatlab-d1"])
+        result["veth"] = veth.returncode == 0
+        if not result["veth"]:
+            result["error"] = _first_line(veth.stderr) or "veth creation failed"
+            return result
+        if tc is None:
+            result["error"] = "tc (iproute2) not found"
+            return result
+        for kind, args in QDISC_PROBES.items():
+            add = _run([tc, "-n", ns, "qdisc", "add", "dev", "bloatlab-d0", "root", kind, *args])
+            result["qdiscs"][kind] = add.returncode == 0
+            if add.returncode == 0:
+                _run([tc, "-n", ns, "qdisc", "del", "dev", "bloatlab-d0", "root"])
+            elif UNKNOWN_QDISC not in add.stderr:
+                # Present maybe, but refused: worth showing rather than calling it absent.
+                result["qdisc_errors"][kind] = _first_line(add.stderr)
+    finally:
+        if created:
+            deleted = _run([ip, "netns", "del", ns])  # takes the veth pair with it
+            if deleted.returncode != 0:
+                result["error"] = f"could not delete namespace {ns}: {_first_line(deleted.stderr)}"
+    return result
+
+
+def _tracefs_mounted() -> bool:
+    try:
+        mounts = Path("/proc/self/mounts").read_text()
+    except OSError:
+        return False
+    return any(fields[1] == str(TRACEFS) and fields[2] == "tracefs"
+               for fields in (line.split() for line in mounts.splitlines()) if len(fields) > 2)
+
+
+def _probe_tracefs(root: bool) -> dict[str, Any]:
+    """tracefs mounted (mounting it if we may) and whether tcp:tcp_probe exists."""
+    out: dict[str, Any] = {"path": str(TRACEFS), "mounted": _tracefs_mounted(),
+                           "mounted_by_doctor": False, "tcp_probe": None, "error": None}
+    if not out["mounted"] and root:
+        mount = _run(["mount", "-t", "tracefs", "nodev", str(TRACEFS)])
+        if mount.returncode == 0:
+            out["mounted"] = out["mounted_by_doctor"] = True
+        else:
+            out["error"] = _first_line(mount.stderr) or "mount failed"
+    if out["mounted"]:
+        try:
+            out["tcp_probe"] = (TRACEFS / TCP_PROBE_EVENT).is_dir()
+        except PermissionError:
+            out["tcp_probe"] = None  # tracefs is root-only: unknown, not absent
+    return out
+
+
+def _probe_tun() -> bool | None:
+    try:
+        fd = os.open("/dev/net/tun", os.O_RDWR)
+    except PermissionError:
+        return None  # the device exists but is root-only here
+    except OSError:
+        return False
+    os.close(fd)
+    return True
+
+
+def _probe_tools() -> dict[str, dict[str, str | None]]:
+    tools: dict[str, dict[str, str | None]] = {}
+    for name, (version_args, _package) in TOOLS.items():
+        path = _which(name)
+        version = None
+        if path is not None:
+            run = _run([path, *version_args])
+            version = _first_line(run.stdout) or _first_line(run.stderr) or None
+        tools[name] = {"path": path, "version": version}
+    return tools
+
+
+def _read_sysctl(name: str) -> str | None:
+    try:
+        return Path("/proc/sys", name.replace(".", "/")).read_text().strip()
+    except OSError:
+        return None
+
+
+def find_datapath() -> Path | None:
+    """The bloatlab-link binary: $BLOATLAB_LINK, then <repo>/target/release, then PATH."""
+    candidates: list[Path] = []
+    if env := os.environ.get("BLOATLAB_LINK"):
+        candidates.append(Path(env))
+    candidates.append(Path(__file__).resolve().parents[2] / "target" / "release" / "bloatlab-link")
+    if on_path := shutil.which("bloatlab-link"):
+        candidates.append(Path(on_path))
+    return next((c for c in candidates if c.is_file() and os.access(c, os.X_OK)), None)
+
+
+def backend_support(report: dict[str, Any]) -> dict[str, dict[str, bool]]:
+    """For each backend ("userspace", "kernel"), which link features it can serve here."""
+    sandbox = report["sandbox"]
+    links_possible = bool(sandbox["netns"]) and bool(sandbox["veth"])
+    userspace = links_possible and report["datapath"]["path"] is not None
+    qdiscs = report["qdiscs"]
+    return {
+        "userspace": dict.fromkeys(FEATURES, userspace),
+        "kernel": {feature: links_possible and any(qdiscs.get(q) for q in KERNEL_NEEDS[feature])
+                   for feature in FEATURES},
+    }
+
+
+@functools.cache
+def kernel_qdiscs() -> dict[str, bool]:
+    """Which qdisc kinds the kernel has (False also when they could not be probed: no root)."""
+    return {kind: bool(present) for kind, present in _probe_sandbox(_is_root())["qdiscs"].items()}
+
+
+def collect() -> dict[str, Any]:
+    """Probe the machine; the result is JSON-ready."""
+    root = _is_root()
+    sandbox = _probe_sandbox(root)
+    datapath = find_datapath()
+    available_cc = _read_sysctl("net.ipv4.tcp_available_congestion_control")
+    report: dict[str, Any] = {
+        "bloatlab": __version__,
+        "kernel": platform.release(),
+        "python": platform.python_version(),
+        "root": root,
+        "euid": os.geteuid(),
+        "sandbox": {key: sandbox[key] for key in ("netns", "veth", "error")},
+        "tun": _probe_tun(),
+        "tracefs": _probe_tracefs(root),
+        "qdiscs": sandbox["qdiscs"],
+        "qdisc_errors": sandbox["qdisc_errors"],
+        "tools": _probe_tools(),
+        "datapath": {"path": str(datapath) if datapath else None,
+                     "env": os.environ.get("BLOATLAB_LINK")},
+        "congestion_control": {
+            "available": available_cc.split() if available_cc else [],
+            "default": _read_sysctl("net.ipv4.tcp_congestion_control"),
+        },
+    }
+    report["backends"] = backend_support(report)
+    return report
+
+
+# ---------------------------------------------------------------------------------------
+# Rendering
+
+_LABEL_WIDTH = 28
+_VERSION_WIDTH = 48
+
+
+def render(report: dict[str, Any], ascii_only: bool = False) -> str:
+    """A readable report: one line per check, and for each missing thing how to get it."""
+    marks = {True: "yes", False: "no ", None: "?  "} if ascii_only else {True: "✓", False: "✗", None: "?"}
+    lines: list[str] = []
+
+    def check(ok: bool | None, label: str, detail: str = "") -> None:
+        lines.append(f"  {marks[ok]} {label:<{_LABEL_WIDTH}} {detail}".rstrip())
+
+    def section(title: str) -> None:
+        lines.extend(["", title])
+
+    root = report["root"]
+    lines.append(f"bloatlab {report['bloatlab']} doctor: kernel {report['kernel']}, "
+                 f"python {report['python']}")
+    if not root:
+        lines.append("NOT ROOT: most features (namespaces, links, qdisc probes, tracing) need "
+                     "root; run `sudo bloatlab doctor` for the full picture.")
+
+    section("Privileges")
+    check(root, "root", f"euid {report['euid']}" if root else
+          f"euid {report['euid']}: run as root (sudo)")
+
+    section("Namespaces")
+    sandbox = report["sandbox"]
+    needs_root = "needs root" if not root else ""
+    check(sandbox["netns"], "network namespaces",
+          needs_root or ("" if sandbox["netns"] else
+                         f"{sandbox['error']}: a kernel with CONFIG_NET_NS"))
+    check(sandbox["veth"], "veth pairs",
+          needs_root or ("" if sandbox["veth"] else "modprobe veth / a kernel with CONFIG_VETH"))
+    tun = report["tun"]
+    check(tun, "TUN (/dev/net/tun)", "" if tun else
+          "needs root" if tun is None else "modprobe tun / a kernel with CONFIG_TUN")
+    if sandbox["error"] and root and sandbox["netns"] and sandbox["veth"]:
+        lines.append(f"    note: {sandbox['error']}")
+
+    section("Tracing")
+    tracefs = report["tracefs"]
+    if tracefs["mounted"]:
+        detail = tracefs["path"] + (" (mounted it just now)" if tracefs["mounted_by_doctor"] else "")
+    else:
+        detail = (f"mount -t tracefs nodev {tracefs['path']} (as root) / a kernel with CONFIG_TRACING"
+                  + (f"; mount said: {tracefs['error']}" if tracefs["error"] else ""))
+    check(tracefs["mounted"], "tracefs", detail)
+    probe = tracefs["tcp_probe"]
+    check(probe, "tcp:tcp_probe tracepoint",
+          "" if probe else ("needs root (tracefs is root-only)" if probe is None and not root
+                            else "a kernel >= 4.16 with CONFIG_TRACEPOINTS"))
+
+    section("Kernel qdiscs (for the kernel backend)")
+    for kind, present in report["qdiscs"].items():
+        module, config = QDISC_SOURCES.get(kind, (f"sch_{kind}", "?"))
+        if present is None:
+            detail = "not probed: " + (sandbox["error"] or "unknown")
+        elif present:
+            detail = ""
+        elif kind in report.get("qdisc_errors", {}):
+            detail = f"tc refused: {report['qdisc_errors'][kind]}"
+        else:
+            detail = f"modprobe {module} / a kernel with {config}"
+        check(present, kind, detail)
+
+    section("Tools")
+    for name, tool in report["tools"].items():
+        package = TOOLS.get(name, ([], name))[1]
+        if tool["path"]:
+            version = tool["version"] or "version unknown"
+            if len(version) > _VERSION_WIDTH:  # curl's first line lists every library it links
+                version = version[:_VERSION_WIDTH - 1] + "…"
+            check(True, name, f"{version}  ({tool['path']})")
+        else:
+            check(False, name, f"apt-get install {package}")
+
+    section("Userspace datapath")
+    datapath = report["datapath"]
+    if datapath["path"]:
+        check(True, "bloatlab-link", datapath["path"])
+    else:
+        check(False, "bloatlab-link", "make setup (cargo build --release), or set BLOATLAB_LINK")
+    if datapath.get("env") and datapath["env"] != datapath["path"]:
+        lines.append(f"    note: BLOATLAB_LINK={datapath['env']} is not an executable file")
+
+    section("TCP congestion control")
+    cc = report["congestion_control"]
+    lines.append(f"  available: {' '.join(cc['available']) or 'unknown'}")
+    lines.append(f"  default:   {cc['default'] or 'unknown'}")
+    lines.append("  (more may load as modules: modprobe tcp_<name>)")
+
+    section("Link backends")
+    backends = report["backends"]
+    lines.append(f"  {'feature':<{_LABEL_WIDTH + 2}} {'userspace':<10} kernel")
+    for feature, label in FEATURES.items():
+        user_ok, kernel_ok = backends["userspace"][feature], backends["kernel"][feature]
+        needs = KERNEL_NEEDS[feature]
+        why = ""
+        if not needs:
+            why = "  (no kernel qdisc does this)"
+        elif not kernel_ok:
+            why = (f"  (needs {' or '.join(needs)})" if sandbox["netns"] and sandbox["veth"]
+                   else "  (needs namespaces and veth)")
+        lines.append(f"  {label:<{_LABEL_WIDTH + 2}} {marks[user_ok]:<10} {marks[kernel_ok]}{why}")
+    if not any(backends["userspace"].values()):
+        missing = [what for what, ok in (("root", root), ("network namespaces", sandbox["netns"]),
+                                         ("veth", sandbox["veth"]),
+                                         ("bloatlab-link", datapath["path"])) if not ok]
+        lines.append(f"  userspace backend unavailable: missing {', '.join(missing)}")
+    return "\n".join(lines)

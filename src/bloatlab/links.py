@@ -1,0 +1,230 @@
+"""Link backends: how one emulated link is built, by the kernel's qdiscs or by bloatlab-link.
+
+Both backends take the same LinkSpec and end with the same thing seen from the nodes: an
+interface in each end's namespace that carries the link. `network.py` decides names and
+namespaces and brings the node ends up; a backend builds what lies between them.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from pathlib import Path
+from typing import ClassVar
+
+from . import doctor, netns
+from .datapath import Datapath, direction_config, write_config
+from .errors import MachineError, SpecError
+from .topology import MTU_FRAME_BYTES, DirectionSpec, LinkSpec, Topology
+
+U32_MAX = 2**32 - 1
+DIRECTIONS = ("forward", "reverse")
+
+
+@dataclass(frozen=True)
+class Port:
+    """One end of a link as a node sees it: an interface in a namespace."""
+
+    ns: str
+    iface: str
+
+
+# Choosing a backend ----------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class KernelNeed:
+    """Something a link direction asks for and the kernel qdisc that serves it."""
+
+    field: str  # within the link, e.g. "forward.delay_ns"
+    what: str  # for messages: "delay"
+    qdisc: str | None  # None: no kernel qdisc can do it faithfully
+    why_not: str = ""  # when qdisc is None
+
+
+def kernel_needs(direction: DirectionSpec, which: str) -> list[KernelNeed]:
+    """What the kernel backend needs to serve one direction, in the order it is built."""
+    needs = []
+    if direction.trace is not None:
+        needs.append(KernelNeed(f"{which}.trace", "a rate trace", None, "no qdisc replays a trace"))
+    if direction.rate_bps is not None:
+        needs.append(KernelNeed(f"{which}.rate_bps", "the rate", "htb"))
+    uses_netem = False
+    for attr, what in (("delay_ns", "delay"), ("loss", "loss")):
+        if getattr(direction, attr):
+            needs.append(KernelNeed(f"{which}.{attr}", what, "netem"))
+            uses_netem = True
+    if direction.jitter_ns:
+        # netem sorts its queue by send time, so jitter reorders packets; ours never does.
+        needs.append(KernelNeed(f"{which}.jitter_ns", "jitter", None, "netem reorders packets under jitter"))
+    queue = direction.queue
+    if uses_netem:
+        # netem's own queue takes over: it holds a packet limit and drops at the tail.
+        if queue.discipline != "droptail" or queue.packets is None:
+            needs.append(KernelNeed(f"{which}.queue", "this queue", None,
+                                    "with delay or loss the queue is netem's, a tail-drop packet limit"))
+    elif queue.discipline == "drophead":
+        if queue.bytes is not None:
+            needs.append(KernelNeed(f"{which}.queue", "this queue", None,
+                                    "pfifo_head_drop limits packets, not bytes"))
+        else:
+            needs.append(KernelNeed(f"{which}.queue", "drophead", "pfifo_head_drop"))
+    elif queue.bytes is not None:
+        needs.append(KernelNeed(f"{which}.queue", "a byte limit", "bfifo"))
+    else:
+        needs.append(KernelNeed(f"{which}.queue", "a packet limit", "pfifo"))
+    return needs
+
+
+def available_qdiscs() -> dict[str, bool]:
+    """Which qdiscs this kernel has, probed for real (once per process, by bloatlab.doctor)."""
+    return doctor.kernel_qdiscs()
+
+
+def choose_backend(link: LinkSpec, kernel_qdiscs: dict[str, bool], index: int | None = None) -> str:
+    """"kernel" or "userspace" for a link. "auto" takes the kernel only when it can serve
+    everything the link asks; an explicit "kernel" that it cannot serve is an error."""
+    if link.backend == "userspace":
+        return "userspace"
+    missing = [need for which in DIRECTIONS for need in kernel_needs(getattr(link, which), which)
+               if need.qdisc is None or not kernel_qdiscs.get(need.qdisc)]
+    if not missing:
+        return "kernel"
+    if link.backend == "auto":
+        return "userspace"
+    need = missing[0]
+    field = f"links[{index}].backend" if index is not None else f"link {link.name}: backend"
+    fix = 'use backend = "userspace" or "auto"'
+    if need.qdisc is None:
+        raise SpecError(f"the kernel backend cannot serve {need.what} ({need.field}): {need.why_not}; {fix}",
+                        field=field)
+    raise MachineError(f"the kernel backend needs the {need.qdisc} qdisc for {need.what}, and this kernel "
+                       f"has none (see bloatlab doctor); {fix}", field=field)
+
+
+# The backends ----------------------------------------------------------------------------
+
+class LinkBackend(ABC):
+    """Builds links of one kind: add_link for each, then start once all exist."""
+
+    name: ClassVar[str]
+
+    @abstractmethod
+    def add_link(self, index: int, link: LinkSpec, a: Port, b: Port) -> None:
+        """Create the link between a (ends[0]) and b (ends[1]); the ports are left down."""
+
+    def start(self) -> None:
+        """Called once every link of the network exists. What it starts, network.py stops."""
+
+
+def veth_pair(a: Port, b: Port) -> None:
+    # Created right in their namespaces: the root namespace never sees them, so no name clash.
+    netns.run(["ip", "link", "add", a.iface, "netns", a.ns, "type", "veth",
+               "peer", "name", b.iface, "netns", b.ns])
+
+
+class KernelBackend(LinkBackend):
+    """One veth pair between the ends; each direction shaped by qdiscs on its sender's egress."""
+
+    name = "kernel"
+
+    def add_link(self, index: int, link: LinkSpec, a: Port, b: Port) -> None:
+        veth_pair(a, b)
+        for port, direction in ((a, link.forward), (b, link.reverse)):
+            netns.offloads_off(port.ns, port.iface)
+            for args in kernel_tc_commands(port.iface, direction):
+                netns.tc(port.ns, *args)
+
+
+def htb_burst_bytes(rate_bps: int) -> int:
+    """htb's bucket: one full frame plus one millisecond of tokens.
+
+    Smaller than a frame, the bucket could never pay for a full frame at once and htb would
+    undershoot the rate; the millisecond absorbs timer and softirq lateness, which at high
+    rates would otherwise cost throughput (the kernel's own default is rate/HZ + MTU).
+    """
+    return MTU_FRAME_BYTES + rate_bps // 8 // 1000
+
+
+def kernel_tc_commands(iface: str, direction: DirectionSpec) -> list[list[str]]:
+    """The `tc` arguments that shape `direction` on `iface`'s egress."""
+    leaf = _leaf_qdisc(direction)
+    if direction.rate_bps is None:
+        return [["qdisc", "add", "dev", iface, "root", "handle", "1:", *leaf]]
+    rate = f"{direction.rate_bps}bit"
+    burst = str(htb_burst_bytes(direction.rate_bps))
+    return [
+        ["qdisc", "add", "dev", iface, "root", "handle", "1:", "htb", "default", "1"],
+        # quantum only matters between classes; set it so the kernel does not warn about r2q.
+        ["class", "add", "dev", iface, "parent", "1:", "classid", "1:1", "htb", "rate", rate,
+         "ceil", rate, "burst", burst, "cburst", burst, "quantum", str(MTU_FRAME_BYTES)],
+        ["qdisc", "add", "dev", iface, "parent", "1:1", "handle", "10:", *leaf],
+    ]
+
+
+def _leaf_qdisc(d: DirectionSpec) -> list[str]:
+    q = d.queue
+    if d.delay_ns or d.loss or d.jitter_ns:
+        # netem's queue holds both the packets waiting for the rate and those in flight.
+        args = ["netem", "limit", str(q.packets), "delay", _tc_time(d.delay_ns)]
+        if d.jitter_ns:
+            args += [_tc_time(d.jitter_ns)]
+        if d.loss:
+            args += ["loss", "random", f"{d.loss * 100:.6g}%"]
+        return args
+    if q.discipline == "drophead":
+        return ["pfifo_head_drop", "limit", str(q.packets)]
+    if q.bytes is not None:
+        return ["bfifo", "limit", str(q.bytes)]
+    return ["pfifo", "limit", str(q.packets if q.packets is not None else U32_MAX)]
+
+
+def _tc_time(ns: int) -> str:
+    # tc (iproute2 6.1) reads no "ns" unit: write microseconds, with decimals when needed.
+    return f"{ns // 1000}us" if ns % 1000 == 0 else f"{ns // 1000}.{ns % 1000:03d}us"
+
+
+class UserspaceBackend(LinkBackend):
+    """Two veth pairs per link into the datapath namespace; one bloatlab-link serves them all."""
+
+    name = "userspace"
+
+    def __init__(self, topology: Topology, dp_ns: str, state_dir: Path, *, detach: bool = False,
+                 qlog_dir: Path | None = None):
+        self.topology = topology
+        self.dp_ns = dp_ns
+        self.state_dir = state_dir
+        self.detach = detach
+        self.qlog_dir = qlog_dir
+        self.links: list[dict] = []  # config entries, one per link
+        self.datapath: Datapath | None = None
+
+    @staticmethod
+    def dp_ifaces(index: int) -> tuple[str, str]:
+        return f"l{index}a", f"l{index}b"
+
+    def add_link(self, index: int, link: LinkSpec, a: Port, b: Port) -> None:
+        a_dp, b_dp = self.dp_ifaces(index)
+        for node_port, dp_iface in ((a, a_dp), (b, b_dp)):
+            veth_pair(node_port, Port(self.dp_ns, dp_iface))
+            netns.offloads_off(node_port.ns, node_port.iface)
+            netns.offloads_off(self.dp_ns, dp_iface)
+            # The datapath reads every frame on its ends, whatever the destination MAC.
+            netns.ip(self.dp_ns, "link", "set", dp_iface, "promisc", "on", "up")
+        self.links.append({
+            "name": link.name, "a_iface": a_dp, "b_iface": b_dp,
+            **{which: direction_config(getattr(link, which), self.topology.direction_seed(index, which))
+               for which in DIRECTIONS},
+        })
+
+    def start(self) -> None:
+        if not self.links:
+            return
+        config_path = self.state_dir / "datapath.json"
+        stats_path = self.state_dir / "datapath-stats.json"
+        if self.qlog_dir is not None:
+            self.qlog_dir.mkdir(parents=True, exist_ok=True)
+        write_config(config_path, netns=self.dp_ns, stats_path=stats_path, log_dir=self.qlog_dir,
+                     links=self.links)
+        self.datapath = Datapath.start(config_path, stats_path, self.state_dir / "datapath.log",
+                                       detach=self.detach)
+

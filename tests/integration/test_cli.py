@@ -1,0 +1,224 @@
+"""The `bloatlab` command as a user runs it: one process per command, real namespaces."""
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from bloatlab import netns
+from bloatlab.cli import main
+from bloatlab.datapath import find_binary
+from bloatlab.errors import MachineError
+from bloatlab.network import ETC_NETNS, NETNS_PREFIXES, remove_network
+from bloatlab.state import RUN_DIR, load, process_alive
+
+SRC = Path(__file__).resolve().parents[2] / "src"
+
+
+def bloatlab(*args: str, input: str | None = None, timeout: float = 30):
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(SRC), os.environ.get("PYTHONPATH", "")])}
+    return subprocess.run([sys.executable, "-m", "bloatlab", *args], input=input, capture_output=True,
+                          text=True, env=env, timeout=timeout)
+
+
+def one_line_error(result, status: int = 2) -> str:
+    assert result.returncode == status, result
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("bloatlab: error: "), result.stderr
+    return lines[0]
+
+
+def traces(name: str) -> list[str]:
+    found = [ns for ns in netns.list_namespaces() if ns.startswith(f"bloatlab.{name}.")]
+    found += [str(p) for p in ETC_NETNS.glob(f"bloatlab.{name}.*")]
+    return found + [str(p) for p in [RUN_DIR / name] if p.exists()]
+
+
+def foreign_namespaces() -> list[str]:
+    return [ns for ns in netns.list_namespaces() if ns.startswith(NETNS_PREFIXES)]
+
+
+@pytest.fixture
+def names():
+    used = []
+    yield lambda name: used.append(name) or name
+    for name in used:
+        if traces(name):
+            remove_network(name)
+
+
+def write_topology(path: Path, hosts: int = 2, backend: str = "kernel", delay: str = "0ms") -> Path:
+    text = "".join(f"[hosts.h{i}]\n" for i in range(1, hosts + 1)) + "[switches.s0]\n"
+    for i in range(1, hosts + 1):
+        text += (f'[[links]]\nends = ["h{i}", "s0"]\nrate = "10mbit"\ndelay = "{delay}"\n'
+                 f'queue = {{ packets = 100 }}\nbackend = "{backend}"\n')
+    path.write_text(text)
+    return path
+
+
+# Bad input: one line, status 2, never a traceback --------------------------------------------
+
+def test_usage_errors_are_one_line():
+    assert "required" in one_line_error(bloatlab("up"))
+    assert "invalid choice" in one_line_error(bloatlab("frobnicate"))
+    assert "give a command after --" in one_line_error(bloatlab("exec", "t1", "h1", "--"))
+
+
+def test_help_shows_an_example():
+    for command in ("up", "exec", "ls", "down", "clean", "doctor"):
+        result = bloatlab(command, "--help")
+        assert result.returncode == 0 and "examples:" in result.stdout, command
+    assert "--rates" in bloatlab("bench", "link", "--help").stdout
+
+
+def test_commands_that_need_root_say_so(monkeypatch, capsys):
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)  # an ordinary user (python may be root-only here)
+    for argv in (["up", "t.toml", "--name", "t1"], ["exec", "t1", "h1", "--", "true"], ["down", "t1"], ["clean"]):
+        assert main(argv) == 2
+        assert capsys.readouterr().err == f"bloatlab: error: bloatlab {argv[0]} needs root (it works with " \
+                                          "network namespaces); run it with sudo\n"
+
+
+@pytest.mark.netns
+def test_unknown_networks_and_bad_names(tmp_path):
+    assert one_line_error(bloatlab("down", "nosuchnet")) == \
+        "bloatlab: error: name: no network named 'nosuchnet' (bloatlab ls lists them)"
+    assert "no network named 'nosuchnet'" in one_line_error(bloatlab("exec", "nosuchnet", "h1", "--", "true"))
+    for bad in ("Bad", "1abc", "a.b", "x" * 17, "t_1"):
+        assert "is not a valid network name" in one_line_error(bloatlab("up", "x.toml", "--name", bad)), bad
+    assert "no such file" in one_line_error(bloatlab("up", str(tmp_path / "none.toml"), "--name", "t1"))
+
+
+@pytest.mark.netns
+def test_a_kernel_link_this_kernel_cannot_serve_is_refused_up_front(tmp_path, names):
+    from bloatlab.links import available_qdiscs
+
+    if available_qdiscs().get("netem"):
+        pytest.skip("this kernel has netem")
+    topo = write_topology(tmp_path / "t.toml", delay="5ms")
+    line = one_line_error(bloatlab("up", str(topo), "--name", names("tc0")))
+    assert line.startswith("bloatlab: error: links[0].backend: the kernel backend needs the netem qdisc")
+    assert traces("tc0") == []
+
+
+# A whole session ------------------------------------------------------------------------------
+
+@pytest.mark.netns
+def test_up_exec_ls_down(tmp_path, names):
+    topo = write_topology(tmp_path / "t.toml")
+    up = bloatlab("up", str(topo), "--name", names("tc1"))
+    assert up.returncode == 0, up.stderr
+    assert re.search(r"h2 +10\.0\.0\.2\n", up.stdout) and "link h1-s0 (kernel backend)" in up.stdout
+    assert "tc1" in bloatlab("ls").stdout
+
+    ping = bloatlab("exec", "tc1", "h1", "--", "ping", "-c", "2", "-i", "0.1", "h2")
+    assert ping.returncode == 0 and "2 received" in ping.stdout
+    assert bloatlab("exec", "tc1", "h2", "--", "sh", "-c", "exit 7").returncode == 7
+    assert bloatlab("exec", "tc1", "h2", "--", "cat", input="through\n").stdout == "through\n"
+    assert "no host 'h9'" in one_line_error(bloatlab("exec", "tc1", "h9", "--", "true"))
+    assert "exists already" in one_line_error(bloatlab("up", str(topo), "--name", "tc1"))
+
+    down = bloatlab("down", "tc1")
+    assert down.returncode == 0 and down.stdout == "network tc1 is down\n"
+    assert traces("tc1") == []
+
+
+@pytest.mark.netns
+def test_the_datapath_outlives_up_and_down_stops_it(tmp_path, names):
+    try:
+        find_binary()
+    except MachineError:
+        pytest.skip("bloatlab-link is not built (make setup)")
+    topo = write_topology(tmp_path / "t.toml", backend="userspace", delay="1ms")
+    assert bloatlab("up", str(topo), "--name", names("tc2")).returncode == 0
+    dp = load("tc2").datapath
+    assert process_alive(dp["pid"], dp["starttime"])
+    assert bloatlab("exec", "tc2", "h1", "--", "ping", "-c", "1", "h2").returncode == 0
+    assert bloatlab("down", "tc2").returncode == 0
+    assert not process_alive(dp["pid"], dp["starttime"])
+    assert traces("tc2") == []
+
+
+# A killed `up` ----------------------------------------------------------------------------------
+
+def signal_up_midway(topo: Path, name: str, sig: int = signal.SIGKILL) -> subprocess.Popen:
+    """Start `bloatlab up`, send it `sig` as soon as its first namespace exists, wait for it."""
+    env = {**os.environ, "PYTHONPATH": str(SRC)}
+    up = subprocess.Popen([sys.executable, "-m", "bloatlab", "up", str(topo), "--name", name],
+                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
+    deadline = time.monotonic() + 15
+    while not any(ns.startswith(f"bloatlab.{name}.") for ns in
+                  (os.listdir(netns.NETNS_DIR) if os.path.isdir(netns.NETNS_DIR) else [])):
+        assert up.poll() is None and time.monotonic() < deadline, "up ended before its first namespace"
+        time.sleep(0.001)
+    assert up.poll() is None, "up finished before the signal"
+    up.send_signal(sig)
+    up.wait(timeout=15)
+    return up
+
+
+@pytest.mark.netns
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_an_interrupted_up_removes_what_it_built(tmp_path, names, sig):
+    up = signal_up_midway(write_topology(tmp_path / "t.toml", hosts=12), names("tc5"), sig)
+    assert up.returncode == 130 and up.stderr.read() == "bloatlab: interrupted\n"
+    assert traces("tc5") == []
+
+
+@pytest.mark.netns
+def test_down_removes_what_a_killed_up_left(tmp_path, names):
+    signal_up_midway(write_topology(tmp_path / "t.toml", hosts=12), names("tc3"))
+    assert traces("tc3"), "the kill left nothing to clean"
+    assert bloatlab("down", "tc3").returncode == 0
+    assert traces("tc3") == []
+
+
+ISOLATED = "BLOATLAB_TEST_ISOLATED"
+
+
+def run_isolated(test: str) -> subprocess.CompletedProcess:
+    """Run one test of this file in a private mount namespace with its own /run and /etc/netns:
+    there `bloatlab clean` sees only the namespaces that test made, never anyone else's."""
+    made_etc_netns = not ETC_NETNS.exists()
+    ETC_NETNS.mkdir(exist_ok=True)  # something to mount on
+    script = (f"mount -t tmpfs bloatlab-test /run && mount -t tmpfs bloatlab-test {ETC_NETNS} && "
+              f'exec "$0" -m pytest -q -p no:cacheprovider "$1"')
+    try:
+        return subprocess.run(["unshare", "--mount", "--propagation", "private", "sh", "-c", script,
+                               sys.executable, f"{__file__}::{test}"],
+                              capture_output=True, text=True, timeout=60, env={**os.environ, ISOLATED: "1"})
+    finally:
+        if made_etc_netns:
+            try:
+                ETC_NETNS.rmdir()
+            except OSError:
+                pass  # someone else's network has put files there meanwhile
+
+
+@pytest.mark.netns
+def test_clean_removes_what_a_killed_up_left(tmp_path, names):
+    if not os.environ.get(ISOLATED):
+        inner = run_isolated("test_clean_removes_what_a_killed_up_left")
+        assert inner.returncode == 0 and "1 passed" in inner.stdout, inner.stdout + inner.stderr
+        return
+    datapath = None
+    try:
+        find_binary()
+        up = bloatlab("up", str(write_topology(tmp_path / "u.toml", backend="userspace")), "--name", names("tc6"))
+        assert up.returncode == 0, up.stderr
+        datapath = load("tc6").datapath
+    except MachineError:
+        pass  # no bloatlab-link built: clean a killed `up` alone
+    signal_up_midway(write_topology(tmp_path / "t.toml", hosts=12), names("tc4"))
+    clean = bloatlab("clean")
+    assert clean.returncode == 0 and "removed namespace bloatlab.tc4.h1" in clean.stdout
+    assert traces("tc4") == [] and traces("tc6") == [] and foreign_namespaces() == []
+    if datapath:
+        assert f"removed process {datapath['pid']} (bloatlab-link of tc6)" in clean.stdout
+        assert not process_alive(datapath["pid"], datapath["starttime"])
+    assert bloatlab("clean").stdout == "nothing to clean\n"

@@ -1,0 +1,220 @@
+"""Real networks: namespaces, veths, qdiscs, the datapath, real ping and iperf3."""
+
+import json
+import re
+import subprocess
+import time
+
+import pytest
+
+from bloatlab import netns
+from bloatlab.datapath import KIND_DEQUEUE, KIND_ENQUEUE, find_binary, read_qlog
+from bloatlab.errors import BloatlabError, MachineError
+from bloatlab.links import KernelBackend, available_qdiscs
+from bloatlab.network import ETC_NETNS, Network, remove_network
+from bloatlab.state import RUN_DIR, process_alive
+from bloatlab.topology import DirectionSpec, HostSpec, LinkSpec, QueueSpec, SwitchSpec, Topology
+
+pytestmark = pytest.mark.netns
+
+MBIT = 1_000_000
+MS = 1_000_000  # ns
+
+
+def topology(*links_: LinkSpec, switches=()) -> Topology:
+    hosts = [end for link in links_ for end in link.ends if end not in switches]
+    return Topology(hosts={h: HostSpec(h) for h in dict.fromkeys(hosts)},
+                    switches={s: SwitchSpec(s) for s in switches}, links=list(links_))
+
+
+def link(a: str, b: str, backend: str = "kernel", **direction) -> LinkSpec:
+    d = DirectionSpec(**direction)
+    return LinkSpec(name=f"{a}-{b}", ends=(a, b), forward=d, reverse=d, backend=backend)
+
+
+def traces(name: str) -> list[str]:
+    """Everything of network `name` that exists on the machine."""
+    found = [ns for ns in netns.list_namespaces() if ns.startswith(f"bloatlab.{name}.")]
+    found += [str(p) for p in ETC_NETNS.glob(f"bloatlab.{name}.*")]
+    found += [str(p) for p in [RUN_DIR / name] if p.exists()]
+    return found
+
+
+@pytest.fixture
+def names():
+    """Network names for one test; whatever the test leaves of them is removed afterwards."""
+    used = []
+
+    def new(name: str) -> str:
+        used.append(name)
+        return name
+
+    yield new
+    for name in used:
+        if traces(name):
+            remove_network(name)
+        assert not traces(name)
+
+
+def ping(net: Network, src: str, dst: str, count: int = 5, size: int = 56) -> list[float]:
+    out = net.exec(src, ["ping", "-n", "-c", str(count), "-i", "0.05", "-s", str(size), "-W", "2", dst],
+                   capture_output=True, text=True, timeout=15)
+    assert out.returncode == 0, out.stdout + out.stderr
+    return [float(t) for t in re.findall(r"time=([\d.]+) ms", out.stdout)]
+
+
+def test_kernel_link_pings_by_name_and_shapes_to_its_rate(names):
+    topo = topology(link("h1", "h2", rate_bps=10 * MBIT, queue=QueueSpec(packets=100)))
+    with Network(topo, names("tk1")) as net:
+        assert net.backends == ["kernel"]
+        rtts = ping(net, "h1", "h2")  # by name: /etc/netns/.../hosts
+        assert len(rtts) == 5 and min(rtts) < 2.0  # no delay configured: well under a millisecond
+        qdiscs = net.exec("h1", ["tc", "qdisc", "show", "dev", "h1-eth0"], capture_output=True, text=True).stdout
+        assert "qdisc htb 1: root" in qdiscs and "pfifo 10: parent 1:1 limit 100p" in qdiscs
+        # Physics: TCP through a 10 Mbit/s htb gets 10 Mbit/s times its payload share of a frame.
+        server = net.popen("h2", ["iperf3", "-s", "-1", "-B", net.address("h2")], stdout=subprocess.DEVNULL)
+        time.sleep(0.3)
+        client = net.exec("h1", ["iperf3", "-c", "h2", "-t", "2", "-J"], capture_output=True, text=True, timeout=15)
+        server.wait(timeout=5)
+        received_bps = json.loads(client.stdout)["end"]["sum_received"]["bits_per_second"]
+        goodput_bps = 10 * MBIT * 1448 / 1514  # 1448 B of payload per 1514 B frame (timestamps on)
+        assert 0.93 * goodput_bps < received_bps < 1.03 * goodput_bps
+
+
+def test_switch_joins_hosts_and_down_leaves_nothing(names):
+    topo = topology(link("h1", "s0", rate_bps=10 * MBIT), link("s0", "h2", rate_bps=10 * MBIT),
+                    link("s0", "h3"), switches=("s0",))
+    net = Network(topo, names("tk2")).up()
+    assert sorted(traces("tk2")) == sorted(
+        [f"bloatlab.tk2.{n}" for n in ("h1", "h2", "h3", "s0")]
+        + [f"/etc/netns/bloatlab.tk2.{h}" for h in ("h1", "h2", "h3")] + ["/run/bloatlab/tk2"])
+    ports = net.exec("s0", ["ip", "-o", "link", "show", "master", "br0"], capture_output=True, text=True).stdout
+    assert {"s0-eth0", "s0-eth1", "s0-eth2"} <= set(re.findall(r"s0-eth\d", ports))
+    assert ping(net, "h3", "h1", count=2) and ping(net, "h2", "h3", count=2)
+    sleeper = net.popen("h1", ["sleep", "60"])  # down() must end what runs in the network
+    removed = net.down()
+    assert sleeper.wait(timeout=5) != 0
+    assert "namespace bloatlab.tk2.s0" in removed
+    assert traces("tk2") == []
+
+
+def test_two_networks_coexist(names):
+    topo = topology(link("h1", "h2", rate_bps=10 * MBIT))
+    with Network(topo, names("tka")) as a, Network(topo, names("tkb")) as b:
+        assert ping(a, "h1", "h2", count=2) and ping(b, "h1", "h2", count=2)
+        b.down()
+        assert ping(a, "h1", "h2", count=2)
+
+
+def test_attach_finds_a_network_by_name(names):
+    topo = topology(link("h1", "h2", rate_bps=10 * MBIT))
+    Network(topo, names("tk3"), detach=True).up()
+    net = Network.attach("tk3")
+    assert net.topology == topo and net.backends == ["kernel"] and net.address("h2") == "10.0.0.2"
+    assert ping(net, "h2", "h1", count=1)
+    with pytest.raises(BloatlabError, match="no host 'h9'"):
+        net.exec("h9", ["true"])
+    net.down()
+    assert traces("tk3") == []
+    with pytest.raises(BloatlabError, match="no network named 'tk3'"):
+        Network.attach("tk3")
+
+
+def test_kernel_link_the_kernel_cannot_serve_fails_before_building(names):
+    if available_qdiscs().get("netem"):
+        pytest.skip("this kernel has netem")
+    topo = topology(link("h1", "h2", rate_bps=10 * MBIT, delay_ns=5 * MS))
+    with pytest.raises(MachineError) as error:
+        Network(topo, names("tk4")).up()
+    assert str(error.value) == ('links[0].backend: the kernel backend needs the netem qdisc for delay, and '
+                                'this kernel has none (see bloatlab doctor); use backend = "userspace" or "auto"')
+    assert traces("tk4") == []
+
+
+def test_a_failure_midway_removes_what_was_built(names):
+    # pfifo takes a 32-bit limit: tc refuses this one after namespaces and veths exist.
+    topo = topology(link("h1", "s0"), link("s0", "h2", queue=QueueSpec(packets=2**33)), switches=("s0",))
+    with pytest.raises(BloatlabError) as error:
+        Network(topo, names("tk5")).up()
+    assert "pfifo" in str(error.value) and "\n" not in str(error.value)
+    assert traces("tk5") == []
+
+
+def test_ctrl_c_midway_removes_what_was_built(names, monkeypatch):
+    seen = []
+    real_add_link = KernelBackend.add_link
+
+    def interrupted(self, index, link_, a, b):
+        if index == 1:
+            seen.extend(traces("tk6"))
+            raise KeyboardInterrupt
+        real_add_link(self, index, link_, a, b)
+
+    monkeypatch.setattr(KernelBackend, "add_link", interrupted)
+    topo = topology(link("h1", "s0"), link("s0", "h2"), switches=("s0",))
+    with pytest.raises(KeyboardInterrupt):
+        Network(topo, names("tk6")).up()
+    assert "bloatlab.tk6.h1" in seen  # it was midway
+    assert traces("tk6") == []
+
+
+def test_a_taken_name_is_refused_and_left_alone(names):
+    topo = topology(link("h1", "h2"))
+    with Network(topo, names("tk7")):
+        with pytest.raises(BloatlabError, match="exists already"):
+            Network(topo, "tk7").up()
+        assert len(traces("tk7")) == 5  # 2 namespaces, 2 /etc/netns dirs, the state dir
+
+
+@pytest.fixture
+def datapath_binary():
+    try:
+        return find_binary()
+    except MachineError:
+        pytest.skip("bloatlab-link is not built (make setup)")
+
+
+def test_userspace_link_delays_and_carries_arp(names, datapath_binary, tmp_path):
+    d = dict(rate_bps=10 * MBIT, delay_ns=5 * MS, queue=QueueSpec(packets=100))
+    topo = topology(link("h1", "h2", "userspace", **d))
+    with Network(topo, names("tu1"), qlog_dir=tmp_path) as net:
+        assert net.backends == ["userspace"]
+        dp = net.datapath
+        assert dp.alive()
+        rtts = ping(net, "h1", "h2", count=10)
+        # 5 ms each way plus a 98-byte frame's 78 us at 10 Mbit/s each way.
+        assert 10.0 <= min(rtts) <= 10.5, rtts
+        neigh = net.exec("h1", ["ip", "neigh", "show", "10.0.0.2"], capture_output=True, text=True).stdout
+        mac = net.exec("h2", ["cat", "/sys/class/net/h2-eth0/address"], capture_output=True, text=True).stdout
+        assert mac.strip() in neigh  # ARP crossed the emulated link
+        time.sleep(0.5)  # the stats file is rewritten every 200 ms
+        forward = dp.stats()["links"]["h1-h2"]["forward"]
+        assert forward["departures"] >= 10 and forward["drops"]["queue_full"] == 0
+    assert not process_alive(dp.pid, dp.starttime)
+    log = read_qlog(tmp_path / "h1-h2.forward.qlog")
+    assert (log["kind"] == KIND_ENQUEUE).sum() >= 10
+    sojourn_ns = log["value"][log["kind"] == KIND_DEQUEUE]
+    assert sojourn_ns.max() < 2 * MS  # an idle link: nothing waits behind a ping
+
+
+@pytest.mark.parametrize("backend", ["kernel", "userspace"])
+def test_the_first_packet_after_up_gets_through(names, backend, request):
+    if backend == "userspace":
+        request.getfixturevalue("datapath_binary")
+    topo = topology(link("h1", "s0", backend, rate_bps=10 * MBIT), link("s0", "h2", backend, rate_bps=10 * MBIT),
+                    switches=("s0",))
+    with Network(topo, names("tk8")) as net:
+        # Were an interface's carrier not yet applied by the kernel, it would drop the first ARP
+        # request, and ARP would retry only a second later.
+        assert ping(net, "h1", "h2", count=1)[0] < 100
+
+
+def test_auto_serves_what_the_kernel_lacks_in_userspace(names, datapath_binary):
+    if available_qdiscs().get("netem"):
+        pytest.skip("this kernel has netem")
+    topo = topology(link("h1", "s0", "auto", rate_bps=10 * MBIT),
+                    link("s0", "h2", "auto", delay_ns=2 * MS), switches=("s0",))
+    with Network(topo, names("tu2")) as net:
+        assert net.backends == ["kernel", "userspace"]
+        assert netns.exists("bloatlab.tu2._dp")
+        assert 4.0 <= min(ping(net, "h1", "h2", count=5)) <= 4.5

@@ -1,0 +1,122 @@
+"""The Python side of the datapath contract: config, queue logs, starting, stopping."""
+
+import json
+import os
+import struct
+import subprocess
+import sys
+import time
+
+import pytest
+
+from bloatlab import datapath
+from bloatlab.datapath import Datapath, direction_config, read_qlog, read_stats, write_config
+from bloatlab.errors import MachineError
+from bloatlab.state import process_alive, process_starttime, terminate
+from bloatlab.topology import DirectionSpec, QueueSpec
+
+RECORD = struct.Struct("<QQIIBB6x")  # docs/datapath.md: the 32-byte queue log record
+
+
+def test_qlog_records_are_read_field_by_field(tmp_path):
+    records = [(1_000, 1514, 1514, 1, 1, 0), (2_000, 1_211_200, 0, 0, 2, 0),
+               (2**63 + 5, 98, 3028, 2, 3, 2)]
+    path = tmp_path / "h1-h2.forward.qlog"
+    path.write_bytes(b"".join(RECORD.pack(*r) for r in records) + b"\x01" * 17)  # + a torn record
+    log = read_qlog(path)
+    assert log.dtype.itemsize == RECORD.size == 32
+    assert list(log.dtype.names) == ["t_ns", "value", "backlog_bytes", "backlog_pkts", "kind", "reason"]
+    assert [tuple(int(x) for x in row) for row in log] == records
+
+
+def test_empty_qlog_is_an_empty_array(tmp_path):
+    (tmp_path / "x.qlog").write_bytes(b"")
+    assert len(read_qlog(tmp_path / "x.qlog")) == 0
+
+
+def test_config_follows_the_contract(tmp_path):
+    d = DirectionSpec(rate_bps=10_000_000, delay_ns=5_000_000, queue=QueueSpec(packets=100))
+    link = {"name": "s0-h2", "a_iface": "l1a", "b_iface": "l1b",
+            "forward": direction_config(d, 7), "reverse": direction_config(d, 8)}
+    path = tmp_path / "datapath.json"
+    write_config(path, netns="bloatlab.t1._dp", stats_path=tmp_path / "stats.json", log_dir=None, links=[link])
+    config = json.loads(path.read_text())
+    assert config == {
+        "netns": "bloatlab.t1._dp", "stats_path": str(tmp_path / "stats.json"), "log_dir": None,
+        "links": [{"name": "s0-h2", "a_iface": "l1a", "b_iface": "l1b",
+                   "forward": {"rate_bps": 10_000_000, "trace_path": None, "delay_ns": 5_000_000,
+                               "jitter_ns": 0, "loss": 0.0, "seed": 7,
+                               "queue": {"discipline": "droptail", "packets": 100, "bytes": None}},
+                   "reverse": {**config["links"][0]["forward"], "seed": 8}}],
+    }
+    write_config(path, netns=None, stats_path=tmp_path / "s.json", log_dir=tmp_path, links=[link])
+    assert "netns" not in json.loads(path.read_text())  # absent: the current namespace
+
+
+def test_binary_from_the_environment(tmp_path, monkeypatch):
+    monkeypatch.setenv("BLOATLAB_LINK", str(tmp_path / "missing"))
+    with pytest.raises(MachineError) as error:
+        datapath.find_binary()
+    assert error.value.field == "BLOATLAB_LINK"
+    monkeypatch.setenv("BLOATLAB_LINK", sys.executable)
+    assert str(datapath.find_binary()) == sys.executable
+
+
+def test_missing_binary_says_run_make_setup(tmp_path, monkeypatch):
+    monkeypatch.delenv("BLOATLAB_LINK", raising=False)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.setattr(datapath, "REPO_BINARY", tmp_path / "target/release/bloatlab-link")
+    with pytest.raises(MachineError, match="run make setup"):
+        datapath.find_binary()
+    (tmp_path / "bloatlab-link").write_text("#!/bin/sh\n")
+    (tmp_path / "bloatlab-link").chmod(0o755)
+    assert datapath.find_binary() == tmp_path / "bloatlab-link"  # then PATH
+
+
+def test_read_stats_of_nothing_is_a_clear_error(tmp_path):
+    with pytest.raises(MachineError, match="no datapath stats"):
+        read_stats(tmp_path / "stats.json")
+
+
+def test_a_datapath_that_exits_first_reports_its_last_line(tmp_path):
+    try:
+        datapath.find_binary()
+    except MachineError:
+        pytest.skip("bloatlab-link is not built")
+    config = tmp_path / "datapath.json"
+    write_config(config, netns=None, stats_path=tmp_path / "stats.json", log_dir=None, links=[])
+    with pytest.raises(MachineError) as error:
+        Datapath.start(config, tmp_path / "stats.json", tmp_path / "datapath.log")
+    assert "exited with status 2" in error.value.message
+    assert "no link to emulate" in error.value.message
+
+
+def test_a_datapath_that_never_gets_ready_is_killed(tmp_path, monkeypatch):
+    stand_in = tmp_path / "silent-link"
+    stand_in.write_text(f"#!/bin/sh\necho $$ > {tmp_path}/pid\necho starting >&2\nexec sleep 30\n")
+    stand_in.chmod(0o755)
+    monkeypatch.setenv("BLOATLAB_LINK", str(stand_in))
+    started = time.monotonic()
+    with pytest.raises(MachineError, match=r"no stats file within 0.3 s \(last log line: starting\)"):
+        Datapath.start(tmp_path / "c.json", tmp_path / "stats.json", tmp_path / "log", timeout_s=0.3)
+    assert time.monotonic() - started < 2
+    assert not process_alive(int((tmp_path / "pid").read_text()), None)
+
+
+def test_terminate_escalates_to_sigkill():
+    stubborn = subprocess.Popen([sys.executable, "-c",
+                                 "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+                                 "print('ready', flush=True); time.sleep(30)"], stdout=subprocess.PIPE)
+    assert stubborn.stdout.readline() == b"ready\n"
+    start = process_starttime(stubborn.pid)
+    started = time.monotonic()
+    assert terminate([(stubborn.pid, start)], timeout_s=0.2) == [stubborn.pid]
+    assert stubborn.wait(timeout=2) == -9
+    assert time.monotonic() - started < 2
+
+
+def test_a_recycled_pid_is_not_ours():
+    start = process_starttime(os.getpid())
+    assert process_alive(os.getpid(), start)
+    assert not process_alive(os.getpid(), start + 1)  # same pid, another process
+    assert terminate([(os.getpid(), start + 1)]) == []

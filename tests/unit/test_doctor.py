@@ -1,0 +1,128 @@
+"""render() and backend_support() on constructed reports: no root, no probing."""
+
+import re
+
+from bloatlab import doctor
+
+
+def make_report(**overrides):
+    """A report shaped like collect()'s: root, namespaces fine, netem missing, ethtool missing."""
+    qdiscs = dict.fromkeys(doctor.QDISC_PROBES, True)
+    qdiscs["netem"] = False
+    report = {
+        "bloatlab": "0.1.0",
+        "kernel": "6.1.0-test",
+        "python": "3.11.2",
+        "root": True,
+        "euid": 0,
+        "sandbox": {"netns": True, "veth": True, "error": None},
+        "tun": True,
+        "tracefs": {
+            "path": "/sys/kernel/tracing",
+            "mounted": True,
+            "mounted_by_doctor": True,
+            "tcp_probe": True,
+            "error": None,
+        },
+        "qdiscs": qdiscs,
+        "qdisc_errors": {},
+        "tools": {name: {"path": f"/usr/bin/{name}", "version": f"{name} 1.0"} for name in doctor.TOOLS},
+        "datapath": {"path": "/opt/bloatlab-link", "env": None},
+        "congestion_control": {"available": ["reno", "cubic"], "default": "cubic"},
+    }
+    report["tools"]["ethtool"] = {"path": None, "version": None}
+    report.update(overrides)
+    report["backends"] = doctor.backend_support(report)
+    return report
+
+
+def line_for(text, label):
+    [line] = [ln for ln in text.splitlines() if re.match(rf"\s+\S+\s+{re.escape(label)}\s", ln + " ")]
+    return line
+
+
+def table_row(text, label):
+    [line] = [ln for ln in text.splitlines() if ln.startswith(f"  {label}  ")]
+    return line
+
+
+def test_present_and_missing_lines_with_fixes():
+    text = doctor.render(make_report())
+    assert line_for(text, "htb").split()[0] == "✓"
+    netem = line_for(text, "netem")
+    assert netem.split()[0] == "✗"
+    assert "modprobe sch_netem / a kernel with CONFIG_NET_SCH_NETEM" in netem
+    ethtool = line_for(text, "ethtool")
+    assert ethtool.split()[0] == "✗" and "apt-get install ethtool" in ethtool
+    assert "iperf3 1.0" in line_for(text, "iperf3")
+    assert "mounted it just now" in line_for(text, "tracefs")
+    assert "NOT ROOT" not in text
+
+
+def test_details_start_in_one_column():
+    text = doctor.render(make_report())
+    columns = {line.index("modprobe") for line in text.splitlines() if "modprobe sch_" in line}
+    columns |= {line.index("apt-get") for line in text.splitlines() if "apt-get install" in line}
+    assert len(columns) == 1
+
+
+def test_backend_table_kernel_without_netem():
+    report = make_report()
+    assert all(report["backends"]["userspace"].values())
+    kernel = report["backends"]["kernel"]
+    assert kernel["rate"] and kernel["queue_droptail_packets"] and kernel["queue_drophead"]
+    assert not kernel["delay"] and not kernel["jitter"] and not kernel["loss"]
+    assert not kernel["trace"]
+    text = doctor.render(report)
+    assert table_row(text, "delay").split()[1:] == ["✓", "✗", "(needs", "netem)"]
+    assert table_row(text, "rate").split()[1:] == ["✓", "✓"]
+    assert "no kernel qdisc does this" in text
+
+
+def test_rate_needs_htb_or_tbf():
+    qdiscs = dict.fromkeys(doctor.QDISC_PROBES, False)
+    qdiscs["tbf"] = True
+    assert make_report(qdiscs=qdiscs)["backends"]["kernel"]["rate"]
+    qdiscs["tbf"] = False
+    assert not make_report(qdiscs=qdiscs)["backends"]["kernel"]["rate"]
+
+
+def test_userspace_needs_binary():
+    report = make_report(datapath={"path": None, "env": "/nowhere/bloatlab-link"})
+    assert not any(report["backends"]["userspace"].values())
+    text = doctor.render(report)
+    assert "make setup (cargo build --release)" in line_for(text, "bloatlab-link")
+    assert "BLOATLAB_LINK=/nowhere/bloatlab-link is not an executable file" in text
+    assert "missing bloatlab-link" in text
+
+
+def test_not_root_says_so_and_marks_unknown():
+    report = make_report(
+        root=False,
+        euid=1000,
+        tun=None,
+        sandbox={"netns": None, "veth": None, "error": "not root"},
+        qdiscs=dict.fromkeys(doctor.QDISC_PROBES),
+    )
+    assert not any(report["backends"]["kernel"].values())
+    text = doctor.render(report)
+    assert "NOT ROOT" in text and "need root" in text
+    assert line_for(text, "htb").split()[0] == "?"
+    assert "needs root" in line_for(text, "network namespaces")
+
+
+def test_ascii_only_uses_yes_no():
+    text = doctor.render(make_report(), ascii_only=True)
+    assert "✓" not in text and "✗" not in text
+    assert line_for(text, "htb").split()[0] == "yes"
+    assert line_for(text, "netem").split()[0] == "no"
+
+
+def test_find_datapath_prefers_env(tmp_path, monkeypatch):
+    binary = tmp_path / "bloatlab-link"
+    binary.write_text("#!/bin/sh\n")
+    binary.chmod(0o755)
+    monkeypatch.setenv("BLOATLAB_LINK", str(binary))
+    assert doctor.find_datapath() == binary
+    binary.chmod(0o644)  # not executable: falls through to the other places
+    assert doctor.find_datapath() != binary

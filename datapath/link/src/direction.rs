@@ -12,9 +12,10 @@ use bloatlab_core::stats::DirectionStats;
 use bloatlab_core::{DirectionConfig, Instant, Pipeline};
 
 use crate::clock::monotonic_now;
-use crate::socket::{send_all, PacketSocket, RxBatch};
+use crate::socket::{send_all, PacketSocket, RxRing};
 
-const RX_SLOTS: usize = 64;
+/// Frames taken from the ring per clock reading.
+const RX_BATCH: usize = 64;
 /// Longest sleep, so a stop request is seen promptly even on an idle link.
 const MAX_WAIT_NS: u64 = 50_000_000;
 const PUBLISH_EVERY_NS: u64 = 100_000_000;
@@ -93,7 +94,7 @@ pub struct Snapshot {
 
 pub struct Direction {
     pub cfg: DirectionConfig,
-    pub rx: PacketSocket,
+    pub rx: RxRing,
     pub tx: PacketSocket,
     pub log: Option<BufWriter<File>>,
     pub shared: Arc<Mutex<Snapshot>>,
@@ -114,7 +115,6 @@ impl Direction {
         }
         let mut pipe = Pipeline::new(&self.cfg, monotonic_now());
         pipe.record_events(self.log.is_some());
-        let mut batch = RxBatch::new(RX_SLOTS);
         let mut out: Vec<Departure> = Vec::with_capacity(256);
         let mut events: Vec<Event> = Vec::with_capacity(1024);
         let mut late = LatenessHistogram::new();
@@ -124,23 +124,23 @@ impl Direction {
         while !stop.load(Ordering::Relaxed) {
             // Due departures first, so arrivals never see an out-of-date link.
             pipe.poll(monotonic_now(), &mut out);
-            tx_error += self.send(&mut out, &mut late, &mut batch);
+            tx_error += self.send(&mut out, &mut late);
             loop {
                 let t = monotonic_now();
-                if batch.recv(&self.rx, |frame| pipe.arrive(t, frame)) < RX_SLOTS {
+                if self.rx.recv(RX_BATCH, |frame| pipe.arrive(t, frame)) < RX_BATCH {
                     break;
                 }
             }
             let now = monotonic_now();
             pipe.poll(now, &mut out); // an idle or unlimited link sends at once
-            tx_error += self.send(&mut out, &mut late, &mut batch);
+            tx_error += self.send(&mut out, &mut late);
             if let Some(w) = self.log.as_mut() {
                 pipe.take_events(&mut events);
                 write_events(w, &events)?;
                 events.clear();
             }
             if now.nanos() - last_publish.nanos() >= PUBLISH_EVERY_NS {
-                rx_overrun += self.rx.take_overruns();
+                rx_overrun += self.rx.socket().take_overruns();
                 self.publish(&pipe, rx_overrun, tx_error, &late);
                 last_publish = now;
             }
@@ -162,20 +162,20 @@ impl Direction {
             if sleep == 0 {
                 continue;
             }
-            self.rx.wait(Some(sleep.min(MAX_WAIT_NS)));
+            self.rx.socket().wait(Some(sleep.min(MAX_WAIT_NS)));
         }
         if let Some(w) = self.log.as_mut() {
             pipe.take_events(&mut events);
             write_events(w, &events)?;
             w.flush()?;
         }
-        rx_overrun += self.rx.take_overruns();
+        rx_overrun += self.rx.socket().take_overruns();
         self.publish(&pipe, rx_overrun, tx_error, &late);
         Ok(())
     }
 
     /// Sends what is due; records how late each frame left. Returns frames the kernel refused.
-    fn send(&self, out: &mut Vec<Departure>, late: &mut LatenessHistogram, pool: &mut RxBatch) -> u64 {
+    fn send(&mut self, out: &mut Vec<Departure>, late: &mut LatenessHistogram) -> u64 {
         if out.is_empty() {
             return 0;
         }
@@ -188,7 +188,7 @@ impl Direction {
         let frames: Vec<&[u8]> = out.iter().map(|d| d.packet.data.as_slice()).collect();
         let failed = send_all(&self.tx, &frames);
         for d in out.drain(..) {
-            pool.recycle(d.packet.data);
+            self.rx.recycle(d.packet.data);
         }
         failed
     }

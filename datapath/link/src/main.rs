@@ -18,7 +18,7 @@ use serde_json::{json, Value};
 
 use config::Config;
 use direction::{Direction, Snapshot};
-use socket::{ifindex, PacketSocket};
+use socket::{ifindex, PacketSocket, RxRing};
 
 static STOP: AtomicBool = AtomicBool::new(false);
 
@@ -132,7 +132,7 @@ fn main() {
         let b = ifindex(&l.b_iface).unwrap_or_else(|e| die(2, format!("links[{i}].b_iface: {e}")));
         let mut pair = Vec::new();
         for (which, src, dst, dj) in [("forward", a, b, &l.forward), ("reverse", b, a, &l.reverse)] {
-            let open = |ifx, rx| PacketSocket::open(ifx, rx).unwrap_or_else(|e| die(1, format!("links[{i}].{which}: {e}")));
+            let fail = |e: std::io::Error| -> ! { die(1, format!("links[{i}].{which}: {e}")) };
             let log = cfg.log_dir.as_ref().map(|d| {
                 let p = d.join(format!("{}.{which}.qlog", l.name));
                 BufWriter::with_capacity(1 << 20, File::create(&p).unwrap_or_else(|e| die(1, format!("{}: {e}", p.display()))))
@@ -141,7 +141,7 @@ fn main() {
             pair.push(snap.clone());
             directions.push((
                 format!("{}.{which}", l.name),
-                Direction { cfg: dj.resolve().unwrap(), rx: open(src, true), tx: open(dst, false), log, shared: snap, spin_ns: cfg.spin_ns, rt_priority: cfg.rt_priority },
+                Direction { cfg: dj.resolve().unwrap(), rx: RxRing::open(src).unwrap_or_else(|e| fail(e)), tx: PacketSocket::open(dst).unwrap_or_else(|e| fail(e)), log, shared: snap, spin_ns: cfg.spin_ns, rt_priority: cfg.rt_priority },
             ));
         }
         shared.push((l.name.clone(), pair[0].clone(), pair[1].clone()));

@@ -14,7 +14,7 @@ from .errors import BloatlabError
 
 # "[1732190000.123456] 64 bytes from 10.0.0.2: icmp_seq=1 ttl=64 time=10.2 ms"
 _PING_REPLY = re.compile(
-    r"^(?:\[(?P<ts>\d+\.\d+)\]\s+)?\d+ bytes from [^:]+: icmp_seq=(?P<seq>\d+) .*?time=(?P<rtt>[\d.]+) ms")
+    r"^(?:\[(?P<ts>\d+\.\d+)\]\s+)?\d+ bytes from .+?: icmp_seq=(?P<seq>\d+) .*?time=(?P<rtt>[\d.]+) ms")
 _PING_SUMMARY = re.compile(
     r"rtt min/avg/max/mdev = (?P<min>[\d.]+)/(?P<avg>[\d.]+)/(?P<max>[\d.]+)/(?P<mdev>[\d.]+) ms")
 _PING_COUNTS = re.compile(r"(?P<tx>\d+) packets transmitted, (?P<rx>\d+) received")

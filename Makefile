@@ -63,9 +63,8 @@ test: setup ## cargo test, then pytest (integration tests need root and namespac
 	exit $$rc
 
 demo: setup ## the link benchmark for now (the experiment runner will replace it)
-	@mkdir -p results
-	$(VENV)/bin/bloatlab bench link | tee results/bench-link.txt
-	@echo "demo: results in $(CURDIR)/results/bench-link.txt"
+	$(VENV)/bin/bloatlab bench link --out results/demo
+	@echo "demo: results in $(CURDIR)/results/demo/ (bench-link.txt, bench-link.json)"
 
 bench: setup ## the link benchmark: bloatlab bench link
 	$(VENV)/bin/bloatlab bench link

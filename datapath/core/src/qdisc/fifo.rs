@@ -1,4 +1,4 @@
-//! First-in first-out disciplines, as Linux's pfifo/bfifo (tail drop) and pfifo_head_drop.
+//! First-in first-out disciplines: Linux's pfifo/bfifo (tail drop) and pfifo_head_drop.
 
 use std::collections::VecDeque;
 
@@ -14,16 +14,27 @@ pub enum Limit {
     Bytes(usize),
 }
 
+/// What a full FIFO sacrifices.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Overflow {
+    /// Refuse the arriving packet (pfifo, bfifo).
+    Tail,
+    /// Drop the oldest packets to make room, so what waits is fresh (pfifo_head_drop).
+    Head,
+}
+
+/// First in, first out, bounded by `limit`.
 #[derive(Debug)]
-struct Fifo {
+pub struct Fifo {
     limit: Limit,
+    overflow: Overflow,
     q: VecDeque<Packet>,
     bytes: usize,
 }
 
 impl Fifo {
-    fn new(limit: Limit) -> Self {
-        Fifo { limit, q: VecDeque::new(), bytes: 0 }
+    pub fn new(limit: Limit, overflow: Overflow) -> Self {
+        Fifo { limit, overflow, q: VecDeque::new(), bytes: 0 }
     }
     /// Would one more packet of `len` bytes fit? (pfifo: qlen < limit; bfifo: backlog + len <= limit)
     fn fits(&self, len: usize) -> bool {
@@ -32,10 +43,6 @@ impl Fifo {
             Limit::Bytes(b) => self.bytes + len <= b,
         }
     }
-    fn push(&mut self, p: Packet) {
-        self.bytes += p.len();
-        self.q.push_back(p);
-    }
     fn pop(&mut self) -> Option<Packet> {
         let p = self.q.pop_front()?;
         self.bytes -= p.len();
@@ -43,76 +50,37 @@ impl Fifo {
     }
 }
 
-/// Tail drop: a full queue refuses the arriving packet.
-#[derive(Debug)]
-pub struct DropTail(Fifo);
-
-impl DropTail {
-    pub fn new(limit: Limit) -> Self {
-        DropTail(Fifo::new(limit))
-    }
-}
-
-impl QueueDisc for DropTail {
+impl QueueDisc for Fifo {
     fn enqueue(&mut self, _now: Instant, pkt: Packet, drops: &mut Vec<Dropped>) {
-        if self.0.fits(pkt.len()) {
-            self.0.push(pkt);
+        // A frame larger than a whole byte limit never fits: refuse it rather than empty the queue.
+        let hopeless = matches!(self.limit, Limit::Bytes(b) if pkt.len() > b);
+        if self.overflow == Overflow::Head && !hopeless {
+            while !self.fits(pkt.len()) {
+                let old = self.pop().expect("an empty queue fits any frame within the limit");
+                drops.push(Dropped { packet: old, reason: DropReason::HeadDrop });
+            }
+        }
+        if self.fits(pkt.len()) {
+            self.bytes += pkt.len();
+            self.q.push_back(pkt);
         } else {
             drops.push(Dropped { packet: pkt, reason: DropReason::QueueFull });
         }
     }
     fn dequeue(&mut self, _now: Instant, _drops: &mut Vec<Dropped>) -> Option<Packet> {
-        self.0.pop()
+        self.pop()
     }
     fn backlog_pkts(&self) -> usize {
-        self.0.q.len()
+        self.q.len()
     }
     fn backlog_bytes(&self) -> usize {
-        self.0.bytes
+        self.bytes
     }
     fn name(&self) -> &'static str {
-        "droptail"
-    }
-}
-
-/// Drop-head: a full queue drops its oldest packets to make room, so what waits is fresh.
-#[derive(Debug)]
-pub struct DropHead(Fifo);
-
-impl DropHead {
-    pub fn new(limit: Limit) -> Self {
-        DropHead(Fifo::new(limit))
-    }
-}
-
-impl QueueDisc for DropHead {
-    fn enqueue(&mut self, _now: Instant, pkt: Packet, drops: &mut Vec<Dropped>) {
-        // A frame larger than a whole byte limit can never fit: refuse it rather than empty the queue.
-        if let Limit::Bytes(b) = self.0.limit {
-            if pkt.len() > b {
-                drops.push(Dropped { packet: pkt, reason: DropReason::QueueFull });
-                return;
-            }
+        match self.overflow {
+            Overflow::Tail => "droptail",
+            Overflow::Head => "drophead",
         }
-        while !self.0.fits(pkt.len()) {
-            match self.0.pop() {
-                Some(old) => drops.push(Dropped { packet: old, reason: DropReason::HeadDrop }),
-                None => break,
-            }
-        }
-        self.0.push(pkt);
-    }
-    fn dequeue(&mut self, _now: Instant, _drops: &mut Vec<Dropped>) -> Option<Packet> {
-        self.0.pop()
-    }
-    fn backlog_pkts(&self) -> usize {
-        self.0.q.len()
-    }
-    fn backlog_bytes(&self) -> usize {
-        self.0.bytes
-    }
-    fn name(&self) -> &'static str {
-        "drophead"
     }
 }
 

@@ -7,7 +7,7 @@
 
 mod fifo;
 
-pub use fifo::{DropHead, DropTail, Limit};
+pub use fifo::{Fifo, Limit, Overflow};
 
 use crate::stats::DropCounts;
 use crate::time::{Duration, Instant};
@@ -103,8 +103,8 @@ pub enum QueueConfig {
 impl QueueConfig {
     pub fn build(&self) -> Box<dyn QueueDisc> {
         match *self {
-            QueueConfig::DropTail(limit) => Box::new(DropTail::new(limit)),
-            QueueConfig::DropHead(limit) => Box::new(DropHead::new(limit)),
+            QueueConfig::DropTail(limit) => Box::new(Fifo::new(limit, Overflow::Tail)),
+            QueueConfig::DropHead(limit) => Box::new(Fifo::new(limit, Overflow::Head)),
         }
     }
 }
@@ -173,13 +173,7 @@ impl Queue {
             self.stats.backlog_pkts += 1;
             self.stats.backlog_bytes += bytes as u64;
         }
-        for d in self.scratch.drain(..) {
-            self.stats.dropped_in_queue += 1;
-            self.stats.backlog_pkts -= 1;
-            self.stats.backlog_bytes -= d.packet.len() as u64;
-            self.stats.drops.add(d.reason);
-            on_event(QueueEvent::Dropped { bytes: d.packet.len(), reason: d.reason }, &self.stats);
-        }
+        self.account_queued_drops(on_event);
         if accepted {
             self.note_max();
             on_event(QueueEvent::Enqueued { bytes }, &self.stats);
@@ -190,13 +184,7 @@ impl Queue {
     /// Take the next packet to transmit; drops the discipline makes on the way are reported.
     pub fn dequeue(&mut self, now: Instant, on_event: &mut impl FnMut(QueueEvent, &QueueStats)) -> Option<Packet> {
         let pkt = self.disc.dequeue(now, &mut self.scratch);
-        for d in self.scratch.drain(..) {
-            self.stats.dropped_in_queue += 1;
-            self.stats.backlog_pkts -= 1;
-            self.stats.backlog_bytes -= d.packet.len() as u64;
-            self.stats.drops.add(d.reason);
-            on_event(QueueEvent::Dropped { bytes: d.packet.len(), reason: d.reason }, &self.stats);
-        }
+        self.account_queued_drops(on_event);
         if let Some(p) = &pkt {
             self.stats.dequeued += 1;
             self.stats.backlog_pkts -= 1;
@@ -205,6 +193,17 @@ impl Queue {
         }
         self.check();
         pkt
+    }
+
+    /// Books the drops of packets that were in the queue (those left in `scratch`).
+    fn account_queued_drops(&mut self, on_event: &mut impl FnMut(QueueEvent, &QueueStats)) {
+        for d in self.scratch.drain(..) {
+            self.stats.dropped_in_queue += 1;
+            self.stats.backlog_pkts -= 1;
+            self.stats.backlog_bytes -= d.packet.len() as u64;
+            self.stats.drops.add(d.reason);
+            on_event(QueueEvent::Dropped { bytes: d.packet.len(), reason: d.reason }, &self.stats);
+        }
     }
 
     fn note_max(&mut self) {

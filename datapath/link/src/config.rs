@@ -69,11 +69,20 @@ struct QueueJson {
 impl Config {
     pub fn load(path: &str) -> Result<Config, String> {
         let text = std::fs::read_to_string(path).map_err(|e| format!("config {path}: {e}"))?;
-        let cfg: Config = serde_json::from_str(&text).map_err(|e| format!("config {path}: {e}"))?;
+        // Deserialise with the path of the offending field, so errors name it.
+        let cfg: Config = serde_path_to_error::deserialize(&mut serde_json::Deserializer::from_str(&text)).map_err(|e| {
+            let field = e.path().to_string();
+            let inner = e.into_inner();
+            if field == "." { format!("config {path}: {inner}") } else { format!("{field}: {inner}") }
+        })?;
         if cfg.links.is_empty() {
             return Err("links: no link to emulate".into());
         }
         for (i, l) in cfg.links.iter().enumerate() {
+            // Names key the stats file and the queue logs' file names.
+            if cfg.links[..i].iter().any(|o| o.name == l.name) {
+                return Err(format!("links[{i}].name: {:?} names an earlier link too; names must be unique", l.name));
+            }
             l.forward.resolve().map_err(|e| format!("links[{i}].forward.{e}"))?;
             l.reverse.resolve().map_err(|e| format!("links[{i}].reverse.{e}"))?;
         }

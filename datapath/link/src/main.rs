@@ -87,7 +87,7 @@ fn snapshot_json(s: &Snapshot) -> Value {
 }
 
 /// Writes the stats file atomically (temp file + rename), so readers never see half of it.
-fn write_stats(path: &Path, links: &[(String, Arc<Mutex<Snapshot>>, Arc<Mutex<Snapshot>>)], running: bool, rt_offset: i64) {
+fn write_stats(path: &Path, links: &[(String, Arc<Mutex<Snapshot>>, Arc<Mutex<Snapshot>>)], running: bool, rt_offset: i64) -> std::io::Result<()> {
     let mut lj = serde_json::Map::new();
     for (name, f, r) in links {
         let (f, r) = (f.lock().unwrap().clone(), r.lock().unwrap().clone());
@@ -96,9 +96,8 @@ fn write_stats(path: &Path, links: &[(String, Arc<Mutex<Snapshot>>, Arc<Mutex<Sn
     let doc = json!({"pid": std::process::id(), "running": running, "clock": "monotonic",
                      "realtime_offset_ns": rt_offset, "links": lj});
     let tmp = path.with_extension("tmp");
-    if std::fs::write(&tmp, serde_json::to_vec_pretty(&doc).unwrap()).is_ok() {
-        let _ = std::fs::rename(&tmp, path);
-    }
+    std::fs::write(&tmp, serde_json::to_vec_pretty(&doc).unwrap())?;
+    std::fs::rename(&tmp, path)
 }
 
 fn main() {
@@ -149,7 +148,8 @@ fn main() {
 
     let rt_offset = clock::realtime_offset_ns();
     let stats_path = cfg.stats_path.clone();
-    write_stats(&stats_path, &shared, true, rt_offset);
+    // The first report is the readiness signal: failing it is a config error.
+    write_stats(&stats_path, &shared, true, rt_offset).unwrap_or_else(|e| die(2, format!("stats_path: {}: {e}", stats_path.display())));
 
     let handles: Vec<_> = directions
         .into_iter()
@@ -168,11 +168,19 @@ fn main() {
         })
         .collect();
 
+    let mut reported = false;
+    let mut report = |running: bool| {
+        if let Err(e) = write_stats(&stats_path, &shared, running, rt_offset) {
+            if !std::mem::replace(&mut reported, true) {
+                eprintln!("bloatlab-link: cannot write {}: {e}", stats_path.display());
+            }
+        }
+    };
     while !STOP.load(Ordering::Relaxed) {
         std::thread::sleep(StdDuration::from_millis(200));
-        write_stats(&stats_path, &shared, true, rt_offset);
+        report(true);
     }
     let ok = handles.into_iter().map(|h| h.join().unwrap_or(false)).fold(true, |a, b| a && b);
-    write_stats(&stats_path, &shared, false, rt_offset);
+    report(false);
     std::process::exit(if ok { 0 } else { 1 });
 }

@@ -1,0 +1,284 @@
+"""The bloatlab-link process as docs/datapath.md promises it: it dies with its parent unless
+--detach; SIGTERM or SIGINT stop it cleanly (exit 0, final stats, whole queue logs); and its
+queue logs agree with the physics of the link they describe.
+
+Each test wires its own namespaces, a - [bloatlab-link in dp] - b, runs bloatlab-link there
+directly and removes everything in teardown. `bloatlab clean` ending a detached datapath is
+tested in test_cli.py (test_clean_removes_what_a_killed_up_left).
+"""
+
+import itertools
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from bloatlab import netns
+from bloatlab.datapath import (
+    DROP_REASONS,
+    KIND_DEQUEUE,
+    KIND_DROP,
+    KIND_ENQUEUE,
+    QLOG_RECORD_BYTES,
+    direction_config,
+    find_binary,
+    read_qlog,
+    write_config,
+)
+from bloatlab.errors import MachineError
+from bloatlab.links import Port, veth_pair
+from bloatlab.state import process_alive, process_starttime, terminate
+from bloatlab.topology import MTU_FRAME_BYTES, DirectionSpec, QueueSpec
+
+pytestmark = pytest.mark.netns
+
+MBIT = 1_000_000
+MS = 1_000_000  # ns
+LINK = "ab"
+A_ADDR, B_ADDR = "10.77.0.1", "10.77.0.2"
+DROP_QUEUE_FULL = 2  # the drop reason code for a full queue (docs/datapath.md)
+
+_serial = itertools.count()
+
+
+@dataclass
+class Wire:
+    """a:eth0 <-> dp:la [bloatlab-link] dp:lb <-> b:eth0, and where the datapath writes."""
+
+    a: str
+    b: str
+    dp: str
+    binary: Path
+    dir: Path
+
+    @property
+    def stats_path(self) -> Path:
+        return self.dir / "stats.json"
+
+    @property
+    def log_dir(self) -> Path:
+        return self.dir / "qlog"
+
+    def config(self, direction: DirectionSpec) -> Path:
+        path = self.dir / "datapath.json"
+        write_config(path, netns=self.dp, stats_path=self.stats_path, log_dir=self.log_dir,
+                     links=[{"name": LINK, "a_iface": "la", "b_iface": "lb",
+                             "forward": direction_config(direction, 11),
+                             "reverse": direction_config(direction, 12)}])
+        return path
+
+    def argv(self, direction: DirectionSpec, *extra: str) -> list[str]:
+        return [str(self.binary), "--config", str(self.config(direction)), *extra]
+
+    def stats(self) -> dict | None:
+        try:
+            return json.loads(self.stats_path.read_text())
+        except (FileNotFoundError, json.JSONDecodeError):
+            return None
+
+    def wait_ready(self, pid: int, timeout_s: float = 5.0) -> None:
+        """The stats file exists once the datapath has opened everything (the contract's "ready")."""
+        deadline = time.monotonic() + timeout_s
+        while self.stats() is None:
+            assert process_alive(pid, None), f"bloatlab-link {pid} ended before it was ready"
+            assert time.monotonic() < deadline, f"bloatlab-link wrote no stats within {timeout_s} s"
+            time.sleep(0.01)
+
+    def ping(self, *args: str, check: bool = True) -> subprocess.CompletedProcess:
+        result = subprocess.run(netns.exec_argv(self.a, ["ping", "-n", *args, B_ADDR]),
+                                capture_output=True, text=True, timeout=20)
+        assert not check or result.returncode == 0, result.stdout + result.stderr
+        return result
+
+    def qlog(self, which: str) -> np.ndarray:
+        path = self.log_dir / f"{LINK}.{which}.qlog"
+        assert path.stat().st_size % QLOG_RECORD_BYTES == 0, f"{path}: a partial record at the end"
+        return read_qlog(path)
+
+
+def wait_until_up(ports: list[Port], timeout_s: float = 5.0) -> None:
+    # Until the kernel has applied the carrier, a veth drops what it is given (the first ARP).
+    deadline = time.monotonic() + timeout_s
+    for port in ports:
+        while json.loads(netns.ip(port.ns, "-j", "link", "show", port.iface))[0].get("operstate") != "UP":
+            assert time.monotonic() < deadline, f"{port} still down"
+            time.sleep(0.02)
+
+
+@pytest.fixture
+def binary() -> Path:
+    try:
+        return find_binary()
+    except MachineError:
+        pytest.skip("bloatlab-link is not built (make setup)")
+
+
+@pytest.fixture
+def wire(binary, tmp_path):
+    prefix = f"bloatlab-tdp{os.getpid()}-{next(_serial)}"
+    a, b, dp = f"{prefix}-a", f"{prefix}-b", f"{prefix}-dp"
+    made = []
+    try:
+        for ns in (a, b, dp):
+            netns.add(ns)
+            made.append(ns)
+        netns.sysctl(dp, "net.ipv6.conf.all.disable_ipv6", 1)  # no router solicitations from dp
+        netns.sysctl(dp, "net.ipv6.conf.default.disable_ipv6", 1)
+        ports = []
+        for host, addr, dp_iface in ((a, A_ADDR, "la"), (b, B_ADDR, "lb")):
+            veth_pair(Port(host, "eth0"), Port(dp, dp_iface))
+            netns.offloads_off(host, "eth0")
+            netns.offloads_off(dp, dp_iface)
+            netns.ip(dp, "link", "set", dp_iface, "promisc", "on", "up")
+            netns.ip(host, "addr", "add", f"{addr}/24", "dev", "eth0")
+            netns.ip(host, "link", "set", "eth0", "up")
+            ports += [Port(host, "eth0"), Port(dp, dp_iface)]
+        wait_until_up(ports)
+        yield Wire(a, b, dp, binary, tmp_path)
+    finally:
+        # Whatever still runs in them (a datapath whose test failed, a ping), then the namespaces.
+        terminate([(pid, process_starttime(pid)) for ns in made for pid in netns.pids(ns)], timeout_s=2.0)
+        for ns in made:
+            netns.delete(ns)
+
+
+@pytest.fixture
+def started():
+    """Record (pid, starttime) of every process a test starts; teardown ends those still alive."""
+    processes: list[tuple[int, int | None]] = []
+
+    def track(pid: int) -> int:
+        processes.append((pid, process_starttime(pid)))
+        return pid
+
+    yield track
+    terminate(processes, timeout_s=2.0)
+
+
+def wait_gone(pid: int, starttime: int | None, timeout_s: float) -> float:
+    """Seconds until the process ended (a zombie counts as ended); fails after timeout_s."""
+    start = time.monotonic()
+    while process_alive(pid, starttime):
+        assert time.monotonic() - start < timeout_s, f"process {pid} still alive after {timeout_s} s"
+        time.sleep(0.01)
+    return time.monotonic() - start
+
+
+# A parent that starts bloatlab-link (argv[2:]), says its pid, and waits to be killed.
+PARENT = """
+import subprocess, sys, time
+log = open(sys.argv[1], "ab")
+child = subprocess.Popen(sys.argv[2:], stdin=subprocess.DEVNULL, stdout=log, stderr=log)
+print(child.pid, flush=True)
+time.sleep(120)
+"""
+
+
+def start_under_parent(wire: Wire, argv: list[str], track) -> tuple[subprocess.Popen, int, int | None]:
+    parent = subprocess.Popen([sys.executable, "-c", PARENT, str(wire.dir / "datapath.log"), *argv],
+                              stdout=subprocess.PIPE, text=True)
+    track(parent.pid)
+    pid = track(int(parent.stdout.readline()))
+    parent.stdout.close()
+    starttime = process_starttime(pid)
+    wire.wait_ready(pid)
+    return parent, pid, starttime
+
+
+IDLE_LINK = DirectionSpec(rate_bps=10 * MBIT, delay_ns=1 * MS, queue=QueueSpec(packets=100))
+
+
+def test_it_dies_with_its_parent(wire, started):
+    parent, pid, starttime = start_under_parent(wire, wire.argv(IDLE_LINK), started)
+    assert wire.stats()["running"] is True
+    parent.kill()  # SIGKILL: the parent has no chance to stop its child itself
+    parent.wait()
+    wait_gone(pid, starttime, timeout_s=3.0)
+    # The parent's death is a SIGTERM to it (PR_SET_PDEATHSIG): a clean stop, final stats written.
+    assert wire.stats()["running"] is False
+
+
+def test_detached_it_outlives_its_parent(wire, started):
+    parent, pid, starttime = start_under_parent(wire, wire.argv(IDLE_LINK, "--detach"), started)
+    parent.kill()
+    parent.wait()
+    time.sleep(1.0)  # a datapath bound to its parent is gone within a few hundred ms
+    assert process_alive(pid, starttime), "the --detach datapath died with its parent"
+    assert "3 received" in wire.ping("-c", "3", "-i", "0.05", "-W", "2").stdout  # and still carries frames
+    os.kill(pid, signal.SIGTERM)
+    wait_gone(pid, starttime, timeout_s=2.0)
+    assert wire.stats()["running"] is False
+
+
+def assert_flushed_whole(log: np.ndarray, final: dict) -> None:
+    """The queue log holds exactly the events the final stats count: none lost at exit."""
+    logged = {kind: int((log["kind"] == kind).sum()) for kind in (KIND_ENQUEUE, KIND_DEQUEUE, KIND_DROP)}
+    dropped = sum(final["drops"][reason] for reason in DROP_REASONS.values())
+    assert logged == {KIND_ENQUEUE: final["enqueued"], KIND_DEQUEUE: final["dequeued"], KIND_DROP: dropped}
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_a_signal_stops_it_cleanly(wire, started, sig):
+    since_ns = time.monotonic_ns()
+    proc = subprocess.Popen(wire.argv(IDLE_LINK), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    started(proc.pid)
+    wire.wait_ready(proc.pid)
+    pings = 10
+    assert f"{pings} received" in wire.ping("-c", str(pings), "-i", "0.02", "-W", "2").stdout
+
+    proc.send_signal(sig)
+    sent = time.monotonic()
+    stdout, stderr = proc.communicate(timeout=2)
+    assert time.monotonic() - sent < 2.0
+    assert proc.returncode == 0 and stdout == "" and stderr == "", (proc.returncode, stdout, stderr)
+    until_ns = time.monotonic_ns()
+
+    stats = wire.stats()
+    assert stats["running"] is False and stats["pid"] == proc.pid
+    for which, at_least in (("forward", pings), ("reverse", pings)):  # echo requests, echo replies
+        log = wire.qlog(which)
+        assert set(np.unique(log["kind"])) <= {KIND_ENQUEUE, KIND_DEQUEUE, KIND_DROP}, which
+        t_ns = log["t_ns"].astype(np.int64)
+        assert (np.diff(t_ns) >= 0).all(), f"{which}: t_ns goes backwards"
+        assert since_ns <= t_ns.min() and t_ns.max() <= until_ns, f"{which}: t_ns is not CLOCK_MONOTONIC"
+        assert (log["kind"] == KIND_ENQUEUE).sum() >= at_least, which
+        assert_flushed_whole(log, stats["links"][LINK][which])
+
+
+def test_queue_log_obeys_the_physics_of_a_full_droptail_queue(wire, started):
+    limit_pkts, rate_bps = 20, 10 * MBIT
+    proc = subprocess.Popen(wire.argv(DirectionSpec(rate_bps=rate_bps, queue=QueueSpec(packets=limit_pkts))),
+                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    started(proc.pid)
+    wire.wait_ready(proc.pid)
+    wire.ping("-c", "1", "-W", "2")  # ARP first, so the flood starts at once
+    # 1472 bytes of ICMP payload make full 1514-byte frames; 40 in flight overrun 20 places.
+    wire.ping("-f", "-l", "40", "-s", "1472", "-c", "400", "-w", "5", check=False)
+    proc.send_signal(signal.SIGTERM)
+    proc.communicate(timeout=2)
+    assert proc.returncode == 0
+
+    log = wire.qlog("forward")
+    assert_flushed_whole(log, wire.stats()["links"][LINK]["forward"])  # also under load
+    # The queue never holds more than its limit, and it was full (else this test proves nothing).
+    assert log["backlog_pkts"].max() == limit_pkts
+    drops = log[log["kind"] == KIND_DROP]
+    assert len(drops) > 0, "the flood never filled the queue"
+    assert (drops["reason"] == DROP_QUEUE_FULL).all(), np.unique(drops["reason"])
+    assert (drops["backlog_pkts"] == limit_pkts).all()  # tail drop happens only when full
+    # An accepted packet finds at most 19 ahead of it in the queue and one on the wire (the
+    # backlog does not count the frame being serialised), each at most 1514 B at the rate: it
+    # waits at most 20 frame times. (21 frame times would be the looser "20 others and the wire".)
+    frame_tx_ns = MTU_FRAME_BYTES * 8 * 10**9 / rate_bps  # 1.2112 ms
+    sojourn_ns = log["value"][log["kind"] == KIND_DEQUEUE]
+    margin_ns = 100_000  # the emulated schedule is exact to the ns; this is rounding room only
+    assert sojourn_ns.max() <= limit_pkts * frame_tx_ns + margin_ns, sojourn_ns.max()
+    assert sojourn_ns.max() >= (limit_pkts - 5) * frame_tx_ns  # and packets did wait in a full queue

@@ -24,7 +24,7 @@ from typing import Any
 from . import __version__, doctor
 from .errors import BloatlabError
 from .network import Network
-from .parsers import parse_iperf3, parse_ping_replies, parse_ping_summary
+from .parsers import IperfResult, parse_iperf3, parse_ping_replies, parse_ping_summary
 from .topology import DirectionSpec, HostSpec, LinkSpec, QueueSpec, Topology
 from .units import format_duration_ns, format_rate, parse_duration_ns, parse_rate
 
@@ -126,18 +126,31 @@ def _wait_listening(net: Network, host: str, port: int, timeout_s: float = 5.0) 
     raise BloatlabError(f"iperf3 server in {host} did not start listening", field="bench")
 
 
-def _iperf(net: Network, args: list[str], timeout_s: float) -> dict[str, Any] | Any:
-    server = net.popen("h2", ["iperf3", "-s", "-1", "-p", str(IPERF_PORT)], stdout=subprocess.DEVNULL,
-                       stderr=subprocess.DEVNULL)
+def _iperf(net: Network, args: list[str], timeout_s: float) -> tuple[IperfResult, dict[str, Any]]:
+    """Runs an iperf3 client in h1 against a one-shot server in h2; returns the client's
+    result and the server's own JSON report (its intervals are what the receiver got)."""
+    server = net.popen("h2", ["iperf3", "-s", "-1", "-J", "-p", str(IPERF_PORT)], stdout=subprocess.PIPE,
+                       stderr=subprocess.DEVNULL, text=True)
     try:
         _wait_listening(net, "h2", IPERF_PORT)
         out = net.exec("h1", ["iperf3", "-c", net.address("h2"), "-p", str(IPERF_PORT), "-J", *args],
                        capture_output=True, text=True, timeout=timeout_s)
-        return parse_iperf3(out.stdout)
+        client = parse_iperf3(out.stdout)
+        server_out = server.communicate(timeout=10)[0]
+        return client, json.loads(server_out or "{}")
     finally:
         if server.poll() is None:
             server.terminate()
-        server.wait(timeout=5)
+            server.wait(timeout=5)
+
+
+def received_mbps(server_report: dict[str, Any], after_s: float) -> float | None:
+    """Goodput as the receiver counted it, over its intervals that start after `after_s`.
+    (iperf3's own summary with --omit can exceed the link's capacity; these counts cannot.)"""
+    sums = [i.get("sum", {}) for i in server_report.get("intervals", [])]
+    kept = [x for x in sums if x.get("start", 0.0) >= after_s - 1e-3 and not x.get("omitted")]
+    seconds = sum(x.get("seconds", 0.0) for x in kept)
+    return sum(x.get("bytes", 0) for x in kept) * 8 / seconds / 1e6 if seconds > 0 else None
 
 
 def run_case(case: Case, duration_s: float, name: str) -> CaseResult:
@@ -161,11 +174,12 @@ def run_case(case: Case, duration_s: float, name: str) -> CaseResult:
         warm = warmup_s(case)
         pinger = net.popen("h1", ["ping", "-i", interval, "-w", str(int(duration_s + warm)), dst],
                            stdout=subprocess.PIPE, text=True)
-        tcp = _iperf(net, ["-t", str(duration_s), "-O", str(warm), "-C", "cubic"], timeout_s=duration_s + warm + 30)
+        tcp, tcp_server = _iperf(net, ["-t", str(duration_s + warm), "-C", "cubic"],
+                                 timeout_s=duration_s + warm + 30)
         loaded = parse_ping_replies(pinger.communicate(timeout=duration_s + 10)[0])
         if dp:
             res.datapath_cpu_pct = 100 * (_cpu_seconds(dp.pid) - cpu0) / (time.monotonic() - t0)
-        res.tcp_goodput_mbps = tcp.receiver_bps / 1e6
+        res.tcp_goodput_mbps = received_mbps(tcp_server, after_s=warm)
         res.tcp_retransmits = tcp.retransmits
         if rate:
             res.tcp_capacity_mbps = rate * TCP_PAYLOAD / FRAME_BYTES / 1e6
@@ -174,9 +188,9 @@ def run_case(case: Case, duration_s: float, name: str) -> CaseResult:
         res.peak_rtt_ms = max((r.rtt_ms for r in loaded), default=None)
         # 3. UDP just above the rate: the receiver should get the link's payload capacity.
         if rate:
-            udp = _iperf(net, ["-u", "-b", str(int(rate * 1.1)), "-l", str(UDP_PAYLOAD), "-t", "3"],
-                         timeout_s=40)
-            res.udp_received_mbps = udp.receiver_bps / 1e6
+            _, udp_server = _iperf(net, ["-u", "-b", str(int(rate * 1.1)), "-l", str(UDP_PAYLOAD), "-t", "4"],
+                                   timeout_s=40)
+            res.udp_received_mbps = received_mbps(udp_server, after_s=1)
             res.udp_capacity_mbps = rate * UDP_PAYLOAD / FRAME_BYTES / 1e6
         # 4. What the datapath saw.
         unintended = _interface_drops(net)

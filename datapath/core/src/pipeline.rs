@@ -309,6 +309,11 @@ impl Pipeline {
         server.advance(now, &mut take, &mut |t, p| line.push(t, p, rng));
     }
 
+    /// The time of the latest call: arrivals must not come before it.
+    pub fn last_time(&self) -> Instant {
+        self.last_now
+    }
+
     /// Moves the recorded events into `out`.
     pub fn take_events(&mut self, out: &mut Vec<Event>) {
         out.append(&mut self.log.events);

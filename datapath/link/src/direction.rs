@@ -11,7 +11,7 @@ use bloatlab_core::qdisc::QueueStats;
 use bloatlab_core::stats::DirectionStats;
 use bloatlab_core::{DirectionConfig, Instant, Pipeline};
 
-use crate::clock::monotonic_now;
+use crate::clock::{monotonic_now, realtime_offset_ns};
 use crate::socket::{send_all, PacketSocket, RxRing};
 
 /// Frames taken from the ring per clock reading.
@@ -53,6 +53,16 @@ impl LatenessHistogram {
         }
         self.max_ns
     }
+}
+
+/// A frame's arrival on the monotonic clock: the kernel's receive stamp where it is sane
+/// (not before the pipeline's last event, not after we read it), else the read time.
+fn arrival_time(stamp_real_ns: u64, rt_offset: i64, last: Instant, read_at: Instant) -> Instant {
+    let mono = stamp_real_ns as i64 - rt_offset;
+    if stamp_real_ns == 0 || mono > read_at.nanos() as i64 {
+        return read_at;
+    }
+    Instant((mono.max(0) as u64).max(last.nanos()))
 }
 
 /// Caps the share of time a thread spends spinning, so that at high packet rates (where a
@@ -121,18 +131,23 @@ impl Direction {
         let (mut rx_overrun, mut tx_error) = (0u64, 0u64);
         let mut last_publish = Instant::ZERO;
         let mut spin = SpinBudget::default();
+        let mut rt_offset = realtime_offset_ns();
         while !stop.load(Ordering::Relaxed) {
-            // Due departures first, so arrivals never see an out-of-date link.
-            pipe.poll(monotonic_now(), &mut out);
-            tx_error += self.send(&mut out, &mut late);
+            // Arrivals first, each at the time the kernel received it rather than when this
+            // thread woke: with delay ahead, a late wake-up then costs the packet nothing.
+            // The pipeline advances to each arrival time itself, so events stay in order.
             loop {
-                let t = monotonic_now();
-                if self.rx.recv(RX_BATCH, |frame| pipe.arrive(t, frame)) < RX_BATCH {
+                let read_at = monotonic_now();
+                let taken = self.rx.recv(RX_BATCH, |frame, stamp_real_ns| {
+                    let t = arrival_time(stamp_real_ns, rt_offset, pipe.last_time(), read_at);
+                    pipe.arrive(t, frame)
+                });
+                if taken < RX_BATCH {
                     break;
                 }
             }
             let now = monotonic_now();
-            pipe.poll(now, &mut out); // an idle or unlimited link sends at once
+            pipe.poll(now, &mut out);
             tx_error += self.send(&mut out, &mut late);
             if let Some(w) = self.log.as_mut() {
                 pipe.take_events(&mut events);
@@ -140,6 +155,7 @@ impl Direction {
                 events.clear();
             }
             if now.nanos() - last_publish.nanos() >= PUBLISH_EVERY_NS {
+                rt_offset = realtime_offset_ns(); // follows NTP adjustments of the wall clock
                 rx_overrun += self.rx.socket().take_overruns();
                 self.publish(&pipe, rx_overrun, tx_error, &late);
                 last_publish = now;

@@ -171,9 +171,10 @@ impl RxRing {
         }
     }
 
-    /// Takes up to `max` frames from the ring, in arrival order. A frame longer than a ring
-    /// slot comes padded to its true length, so the core can count it as oversize.
-    pub fn recv(&mut self, max: usize, mut each: impl FnMut(Vec<u8>)) -> usize {
+    /// Takes up to `max` frames from the ring, in arrival order, each with the kernel's
+    /// receive time (CLOCK_REALTIME ns, 0 if none). A frame longer than a ring slot comes
+    /// padded to its true length, so the core can count it as oversize.
+    pub fn recv(&mut self, max: usize, mut each: impl FnMut(Vec<u8>, u64)) -> usize {
         let mut n = 0;
         while n < max {
             let hdr = unsafe { self.map.add(self.next * RING_FRAME_BYTES) } as *mut Tpacket2Hdr;
@@ -182,6 +183,7 @@ impl RxRing {
                 break;
             }
             let (len, snap, mac) = unsafe { ((*hdr).tp_len as usize, (*hdr).tp_snaplen as usize, (*hdr).tp_mac as usize) };
+            let stamp_ns = unsafe { (*hdr).tp_sec as u64 * 1_000_000_000 + (*hdr).tp_nsec as u64 };
             let mut frame = self.spare.pop().unwrap_or_else(|| Vec::with_capacity(SLOT_BYTES));
             let data = unsafe { std::slice::from_raw_parts((hdr as *const u8).add(mac), snap) };
             frame.extend_from_slice(data);
@@ -189,7 +191,7 @@ impl RxRing {
             // Hand the slot back only after the copy.
             status.store(TP_STATUS_KERNEL, AtomicOrdering::Release);
             self.next = (self.next + 1) % self.frames;
-            each(frame);
+            each(frame, stamp_ns);
             n += 1;
         }
         n

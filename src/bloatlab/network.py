@@ -358,6 +358,15 @@ def remove_network(name: str) -> list[str]:
     return removed
 
 
+def leftovers(name: str) -> list[str]:
+    """Everything of network `name` that exists on the machine: namespaces, /etc/netns
+    directories, its state directory."""
+    found = [ns for ns in netns.list_namespaces() if ns.startswith(f"{PREFIX}.{name}.")]
+    found += [str(p) for p in ETC_NETNS.glob(f"{PREFIX}.{name}.*")]
+    found += [str(p) for p in [state.RUN_DIR / name] if p.exists()]
+    return found
+
+
 def list_networks() -> list[state.NetworkState]:
     return state.list_states()
 

@@ -20,12 +20,10 @@ from pathlib import Path
 
 import pytest
 
-from bloatlab import netns
 from bloatlab.datapath import KIND_DEQUEUE, KIND_DROP, KIND_ENQUEUE, find_binary, read_qlog
 from bloatlab.errors import MachineError
-from bloatlab.network import ETC_NETNS, Network, remove_network
+from bloatlab.network import Network
 from bloatlab.parsers import IperfResult, PingReply, parse_iperf3, parse_ping_replies, parse_ping_summary
-from bloatlab.state import RUN_DIR
 from bloatlab.topology import DirectionSpec, HostSpec, LinkSpec, QueueSpec, SwitchSpec, Topology, parse_topology
 
 pytestmark = pytest.mark.netns
@@ -49,29 +47,6 @@ def two_hosts(seed: int = 1, **direction) -> Topology:
     d = DirectionSpec(**direction)
     link = LinkSpec(name="h1-h2", ends=("h1", "h2"), forward=d, reverse=d, backend="userspace")
     return Topology(hosts={"h1": HostSpec("h1"), "h2": HostSpec("h2")}, switches={}, links=[link], seed=seed)
-
-
-def _traces(name: str) -> list[str]:
-    found = [ns for ns in netns.list_namespaces() if ns.startswith(f"bloatlab.{name}.")]
-    found += [str(p) for p in ETC_NETNS.glob(f"bloatlab.{name}.*")]
-    found += [str(p) for p in [RUN_DIR / name] if p.exists()]
-    return found
-
-
-@pytest.fixture
-def names():
-    """Network names for one test; whatever the test leaves of them is removed afterwards."""
-    used: list[str] = []
-
-    def new(name: str) -> str:
-        used.append(name)
-        return name
-
-    yield new
-    for name in used:
-        if _traces(name):
-            remove_network(name)
-        assert not _traces(name), f"network {name} left traces behind"
 
 
 @pytest.fixture(autouse=True)

@@ -11,8 +11,8 @@ from bloatlab import netns
 from bloatlab.datapath import KIND_DEQUEUE, KIND_ENQUEUE, find_binary, read_qlog
 from bloatlab.errors import BloatlabError, MachineError
 from bloatlab.links import KernelBackend, available_qdiscs
-from bloatlab.network import ETC_NETNS, Network, remove_network
-from bloatlab.state import RUN_DIR, process_alive
+from bloatlab.network import Network, leftovers
+from bloatlab.state import process_alive
 from bloatlab.topology import DirectionSpec, HostSpec, LinkSpec, QueueSpec, SwitchSpec, Topology
 
 pytestmark = pytest.mark.netns
@@ -30,30 +30,6 @@ def topology(*links_: LinkSpec, switches=()) -> Topology:
 def link(a: str, b: str, backend: str = "kernel", **direction) -> LinkSpec:
     d = DirectionSpec(**direction)
     return LinkSpec(name=f"{a}-{b}", ends=(a, b), forward=d, reverse=d, backend=backend)
-
-
-def traces(name: str) -> list[str]:
-    """Everything of network `name` that exists on the machine."""
-    found = [ns for ns in netns.list_namespaces() if ns.startswith(f"bloatlab.{name}.")]
-    found += [str(p) for p in ETC_NETNS.glob(f"bloatlab.{name}.*")]
-    found += [str(p) for p in [RUN_DIR / name] if p.exists()]
-    return found
-
-
-@pytest.fixture
-def names():
-    """Network names for one test; whatever the test leaves of them is removed afterwards."""
-    used = []
-
-    def new(name: str) -> str:
-        used.append(name)
-        return name
-
-    yield new
-    for name in used:
-        if traces(name):
-            remove_network(name)
-        assert not traces(name)
 
 
 def ping(net: Network, src: str, dst: str, count: int = 5, size: int = 56) -> list[float]:
@@ -85,7 +61,7 @@ def test_switch_joins_hosts_and_down_leaves_nothing(names):
     topo = topology(link("h1", "s0", rate_bps=10 * MBIT), link("s0", "h2", rate_bps=10 * MBIT),
                     link("s0", "h3"), switches=("s0",))
     net = Network(topo, names("tk2")).up()
-    assert sorted(traces("tk2")) == sorted(
+    assert sorted(leftovers("tk2")) == sorted(
         [f"bloatlab.tk2.{n}" for n in ("h1", "h2", "h3", "s0")]
         + [f"/etc/netns/bloatlab.tk2.{h}" for h in ("h1", "h2", "h3")] + ["/run/bloatlab/tk2"])
     ports = net.exec("s0", ["ip", "-o", "link", "show", "master", "br0"], capture_output=True, text=True).stdout
@@ -95,7 +71,7 @@ def test_switch_joins_hosts_and_down_leaves_nothing(names):
     removed = net.down()
     assert sleeper.wait(timeout=5) != 0
     assert "namespace bloatlab.tk2.s0" in removed
-    assert traces("tk2") == []
+    assert leftovers("tk2") == []
 
 
 def test_two_networks_coexist(names):
@@ -115,7 +91,7 @@ def test_attach_finds_a_network_by_name(names):
     with pytest.raises(BloatlabError, match="no host 'h9'"):
         net.exec("h9", ["true"])
     net.down()
-    assert traces("tk3") == []
+    assert leftovers("tk3") == []
     with pytest.raises(BloatlabError, match="no network named 'tk3'"):
         Network.attach("tk3")
 
@@ -128,7 +104,7 @@ def test_kernel_link_the_kernel_cannot_serve_fails_before_building(names):
         Network(topo, names("tk4")).up()
     assert str(error.value) == ('links[0].backend: the kernel backend needs the netem qdisc for delay, and '
                                 'this kernel has none (see bloatlab doctor); use backend = "userspace" or "auto"')
-    assert traces("tk4") == []
+    assert leftovers("tk4") == []
 
 
 def test_a_failure_midway_removes_what_was_built(names):
@@ -137,7 +113,7 @@ def test_a_failure_midway_removes_what_was_built(names):
     with pytest.raises(BloatlabError) as error:
         Network(topo, names("tk5")).up()
     assert "pfifo" in str(error.value) and "\n" not in str(error.value)
-    assert traces("tk5") == []
+    assert leftovers("tk5") == []
 
 
 def test_ctrl_c_midway_removes_what_was_built(names, monkeypatch):
@@ -146,7 +122,7 @@ def test_ctrl_c_midway_removes_what_was_built(names, monkeypatch):
 
     def interrupted(self, index, link_, a, b):
         if index == 1:
-            seen.extend(traces("tk6"))
+            seen.extend(leftovers("tk6"))
             raise KeyboardInterrupt
         real_add_link(self, index, link_, a, b)
 
@@ -155,7 +131,7 @@ def test_ctrl_c_midway_removes_what_was_built(names, monkeypatch):
     with pytest.raises(KeyboardInterrupt):
         Network(topo, names("tk6")).up()
     assert "bloatlab.tk6.h1" in seen  # it was midway
-    assert traces("tk6") == []
+    assert leftovers("tk6") == []
 
 
 def test_a_taken_name_is_refused_and_left_alone(names):
@@ -163,7 +139,7 @@ def test_a_taken_name_is_refused_and_left_alone(names):
     with Network(topo, names("tk7")):
         with pytest.raises(BloatlabError, match="exists already"):
             Network(topo, "tk7").up()
-        assert len(traces("tk7")) == 5  # 2 namespaces, 2 /etc/netns dirs, the state dir
+        assert len(leftovers("tk7")) == 5  # 2 namespaces, 2 /etc/netns dirs, the state dir
 
 
 @pytest.fixture

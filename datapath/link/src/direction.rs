@@ -12,7 +12,7 @@ use bloatlab_core::stats::DirectionStats;
 use bloatlab_core::{DirectionConfig, Instant, Pipeline};
 
 use crate::clock::{monotonic_now, realtime_offset_ns};
-use crate::socket::{send_all, PacketSocket, RxRing};
+use crate::socket::{PacketSocket, RxRing, TxBatch};
 
 /// Frames taken from the ring per clock reading.
 const RX_BATCH: usize = 64;
@@ -106,6 +106,7 @@ pub struct Direction {
     pub cfg: DirectionConfig,
     pub rx: RxRing,
     pub tx: PacketSocket,
+    pub tx_batch: TxBatch,
     pub log: Option<BufWriter<File>>,
     pub shared: Arc<Mutex<Snapshot>>,
     /// How long before a departure to stop sleeping and spin.
@@ -201,8 +202,7 @@ impl Direction {
         for d in out.iter() {
             late.add(sent.saturating_since(d.at).nanos());
         }
-        let frames: Vec<&[u8]> = out.iter().map(|d| d.packet.data.as_slice()).collect();
-        let failed = send_all(&self.tx, &frames);
+        let failed = self.tx_batch.send(&self.tx, out.iter().map(|d| d.packet.data.as_slice()));
         for d in out.drain(..) {
             self.rx.recycle(d.packet.data);
         }

@@ -140,7 +140,7 @@ fn main() {
             pair.push(snap.clone());
             directions.push((
                 format!("{}.{which}", l.name),
-                Direction { cfg: dj.resolve().unwrap(), rx: RxRing::open(src).unwrap_or_else(|e| fail(e)), tx: PacketSocket::open(dst).unwrap_or_else(|e| fail(e)), log, shared: snap, spin_ns: cfg.spin_ns, rt_priority: cfg.rt_priority },
+                Direction { cfg: dj.resolve().unwrap(), rx: RxRing::open(src).unwrap_or_else(|e| fail(e)), tx: PacketSocket::open(dst).unwrap_or_else(|e| fail(e)), tx_batch: Default::default(), log, shared: snap, spin_ns: cfg.spin_ns, rt_priority: cfg.rt_priority },
             ));
         }
         shared.push((l.name.clone(), pair[0].clone(), pair[1].clone()));

@@ -207,30 +207,42 @@ impl Drop for RxRing {
 const TP_STATUS_KERNEL: u32 = 0;
 const TP_STATUS_USER: u32 = 1;
 
-/// Sends frames with sendmmsg; returns how many the kernel refused.
-pub fn send_all(sock: &PacketSocket, frames: &[&[u8]]) -> u64 {
-    let mut iovs: Vec<libc::iovec> =
-        frames.iter().map(|f| libc::iovec { iov_base: f.as_ptr() as *mut libc::c_void, iov_len: f.len() }).collect();
-    let mut hdrs: Vec<libc::mmsghdr> = iovs
-        .iter_mut()
-        .map(|iov| {
+/// Reusable sendmmsg headers, so sending a batch allocates nothing.
+#[derive(Default)]
+pub struct TxBatch {
+    iovs: Vec<libc::iovec>,
+    hdrs: Vec<libc::mmsghdr>,
+}
+
+// The raw pointers are rebuilt from `frames` on every call and never outlive it.
+unsafe impl Send for TxBatch {}
+
+impl TxBatch {
+    /// Sends `frames` in order; returns how many the kernel refused.
+    pub fn send<'a>(&mut self, sock: &PacketSocket, frames: impl Iterator<Item = &'a [u8]>) -> u64 {
+        self.iovs.clear();
+        self.iovs.extend(frames.map(|f| libc::iovec { iov_base: f.as_ptr() as *mut libc::c_void, iov_len: f.len() }));
+        self.hdrs.clear();
+        for iov in self.iovs.iter_mut() {
             let mut h: libc::mmsghdr = unsafe { std::mem::zeroed() };
             h.msg_hdr.msg_iov = iov as *mut libc::iovec;
             h.msg_hdr.msg_iovlen = 1;
-            h
-        })
-        .collect();
-    let mut failed = 0;
-    let mut off = 0;
-    while off < hdrs.len() {
-        let n = unsafe { libc::sendmmsg(sock.fd(), hdrs[off..].as_mut_ptr(), (hdrs.len() - off) as u32, 0) };
-        if n <= 0 {
-            // The first frame of the rest failed (ENOBUFS, ...): count it and go on.
-            failed += 1;
-            off += 1;
-        } else {
-            off += n as usize;
+            self.hdrs.push(h);
         }
+        let mut failed = 0;
+        let mut off = 0;
+        while off < self.hdrs.len() {
+            let rest = &mut self.hdrs[off..];
+            let n = unsafe { libc::sendmmsg(sock.fd(), rest.as_mut_ptr(), rest.len() as u32, 0) };
+            if n <= 0 {
+                // The first frame of the rest failed (ENOBUFS, ...): count it and go on.
+                failed += 1;
+                off += 1;
+            } else {
+                off += n as usize;
+            }
+        }
+        self.iovs.clear(); // the pointers die with the frames
+        failed
     }
-    failed
 }

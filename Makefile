@@ -62,9 +62,15 @@ test: setup ## cargo test, then pytest (integration tests need root and namespac
 	if [ $$rc -eq 5 ]; then echo "make test: pytest collected no tests; that is a failure" >&2; exit 1; fi; \
 	exit $$rc
 
-demo: setup ## the link benchmark for now (the experiment runner will replace it)
-	$(VENV)/bin/bloatlab bench link --out results/demo
-	@echo "demo: results in $(CURDIR)/results/demo/ (bench-link.txt, bench-link.json)"
+DEMO_OUT ?= results/demo
+demo: setup ## the CS244 experiment at maxq 20 and 100 (60 s each), summaries side by side
+	@test "$$(id -u)" = 0 || { echo "demo: run it as root (it builds network namespaces)" >&2; exit 1; }
+	rm -rf $(DEMO_OUT)/cs244-maxq20 $(DEMO_OUT)/cs244-maxq100
+	$(VENV)/bin/bloatlab run --preset cs244 --set maxq=20 --out $(DEMO_OUT)/cs244-maxq20
+	$(VENV)/bin/bloatlab run --preset cs244 --set maxq=100 --out $(DEMO_OUT)/cs244-maxq100
+	@echo; echo "CS244 bufferbloat, maxq 20 against 100:"; echo
+	@$(VENV)/bin/bloatlab compare $(DEMO_OUT)/cs244-maxq20 $(DEMO_OUT)/cs244-maxq100
+	@echo; for q in 20 100; do echo "plots, maxq $$q: $(CURDIR)/$(DEMO_OUT)/cs244-maxq$$q/plots/"; done
 
 bench: setup ## the link benchmark: bloatlab bench link
 	$(VENV)/bin/bloatlab bench link

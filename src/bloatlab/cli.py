@@ -185,6 +185,77 @@ def cmd_bench_link(args: argparse.Namespace) -> int:
     return bench.main_link(args)
 
 
+def cmd_run(args: argparse.Namespace) -> int:
+    from .results import summary_table
+    from .runner import default_out, run_experiment
+    from .spec import load_experiment, load_preset
+
+    if (args.spec is None) == (args.preset is None):
+        raise UsageError("give a spec file or --preset NAME (bloatlab presets lists them), not both")
+    sets = args.set or []
+    experiment = load_preset(args.preset, sets) if args.preset else load_experiment(args.spec, sets)
+    need_root("run")
+    out = args.out or default_out(experiment)
+    outcome = run_experiment(experiment, out, progress=not args.quiet, svg=args.svg)
+    label = " ".join(f"{k}={v}" for k, v in experiment.params.items()) or experiment.name
+    print(summary_table([(label, outcome.summary)]))
+    for warning in outcome.warnings:
+        print(f"warning: {warning}", file=sys.stderr)
+    print(f"\nresults: {outcome.run_dir}/ (summary.json, series/, raw/)")
+    if outcome.plots:
+        print(f"plots:   {outcome.run_dir / 'plots'}/ ({', '.join(p.name for p in outcome.plots if p.suffix == '.png')})")
+    if not outcome.complete:
+        print(f"bloatlab: the run is incomplete ({outcome.reason}); what was measured is kept", file=sys.stderr)
+        return 130
+    return 0
+
+
+def cmd_presets(args: argparse.Namespace) -> int:
+    from .spec import list_presets, preset_info
+
+    if args.name:
+        description, params = preset_info(args.name)
+        print(description)
+        print("\nparameters (--set NAME=VALUE):")
+        width = max((len(p.name) for p in params), default=0)
+        for p in params:
+            print(f"  {p.name:<{width}}  {p.help} (default {p.default}, {p.type})")
+        print(f"\nrun it:  sudo bloatlab run --preset {args.name}")
+        return 0
+    presets = list_presets()
+    width = max(len(name) for name, _ in presets)
+    for name, line in presets:
+        print(f"{name:<{width}}  {line}")
+    print("\nits parameters:  bloatlab presets NAME\nrun one:         sudo bloatlab run --preset NAME [--set PARAM=VALUE ...]")
+    return 0
+
+
+def cmd_plot(args: argparse.Namespace) -> int:
+    from .plots import plot_run
+
+    result = plot_run(args.dir, svg=args.svg)
+    for warning in result.warnings:
+        print(f"warning: {warning}", file=sys.stderr)
+    for path in result.files:
+        print(path)
+    return 0
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    from .results import summary_table
+
+    columns = []
+    for run_dir in args.dirs:
+        summary_path, run_path = run_dir / "summary.json", run_dir / "run.json"
+        if not summary_path.exists() or not run_path.exists():
+            raise BloatlabError(f"{run_dir} is not a bloatlab run directory (no summary.json/run.json)", field="DIR")
+        run = json.loads(run_path.read_text())
+        label = " ".join(f"{k}={v}" for k, v in run.get("params", {}).items()) or run_dir.name
+        columns.append((label, json.loads(summary_path.read_text())))
+    print(summary_table(columns))
+    return 0
+
+
 # The parser ---------------------------------------------------------------------------------
 
 def build_parser() -> argparse.ArgumentParser:
@@ -247,6 +318,40 @@ def build_parser() -> argparse.ArgumentParser:
                   "and\nwhich link features each backend can serve here; says how to get what is missing.",
                   ["sudo bloatlab doctor", "sudo bloatlab doctor --json > doctor.json"])
     doc.add_argument("--json", action="store_true", help="print the report as JSON")
+
+    run = command("run", cmd_run, "run an experiment and write its results, plots and summary",
+                  "Builds the experiment's network, runs its workloads (iperf3, ping, curl) on their "
+                  "schedule with\nthe probes (cwnd from tcp:tcp_probe or ss, queue occupancy, "
+                  "throughput), removes the network,\nand writes RUN/run.json, summary.json, "
+                  "series/*.csv, raw/ and plots/ (docs/results.md).\nCtrl-C stops cleanly and keeps "
+                  "what was measured, marked incomplete. Needs root.",
+                  ["sudo bloatlab run --preset cs244",
+                   "sudo bloatlab run --preset cs244 --set maxq=20 --set duration=30s --out results/q20",
+                   "sudo bloatlab run my-experiment.toml --set bw_net=1.5mbit"])
+    run.add_argument("spec", metavar="SPEC.toml", nargs="?", type=Path, help="the experiment spec file")
+    run.add_argument("--preset", metavar="NAME", help="a bundled experiment instead (bloatlab presets)")
+    run.add_argument("--set", metavar="NAME=VALUE", action="append",
+                     help="set a parameter of the experiment (repeatable)")
+    run.add_argument("--out", metavar="DIR", type=Path,
+                     help="the results directory (default: results/NAME-PARAMS-TIMESTAMP)")
+    run.add_argument("--svg", action="store_true", help="also write the plots as SVG")
+    run.add_argument("--quiet", action="store_true", help="no progress bar")
+
+    presets = command("presets", cmd_presets, "list the bundled experiments, or show one's parameters",
+                      "Without NAME: one line per preset. With NAME: its description and the parameters "
+                      "--set can change.", ["bloatlab presets", "bloatlab presets cs244"])
+    presets.add_argument("name", metavar="NAME", nargs="?", help="a preset")
+
+    plot = command("plot", cmd_plot, "redraw the plots of a run from its files",
+                   "Reads RUN/run.json, summary.json and series/*.csv (nothing else) and writes RUN/plots/.",
+                   ["bloatlab plot results/cs244-maxq100-20261121-101500"])
+    plot.add_argument("dir", metavar="DIR", type=Path, help="a run's results directory")
+    plot.add_argument("--svg", action="store_true", help="also write SVG")
+
+    compare = command("compare", cmd_compare, "print the summaries of runs side by side",
+                      "One column per run, labelled with its parameters.",
+                      ["bloatlab compare results/q20 results/q100"])
+    compare.add_argument("dirs", metavar="DIR", type=Path, nargs="+", help="results directories of runs")
 
     bench = commands.add_parser("bench", help="benchmarks of bloatlab itself", formatter_class=_formatter,
                                 description="Benchmarks of bloatlab itself.")

@@ -189,12 +189,13 @@ class UserspaceBackend(LinkBackend):
     name = "userspace"
 
     def __init__(self, topology: Topology, dp_ns: str, state_dir: Path, *, detach: bool = False,
-                 qlog_dir: Path | None = None):
+                 qlog_dir: Path | None = None, qlog_directions: set[str] | None = None):
         self.topology = topology
         self.dp_ns = dp_ns
         self.state_dir = state_dir
         self.detach = detach
         self.qlog_dir = qlog_dir
+        self.qlog_directions = qlog_directions  # "s0->h2" names; None: every direction
         self.links: list[dict] = []  # config entries, one per link
         self.datapath: Datapath | None = None
 
@@ -212,7 +213,8 @@ class UserspaceBackend(LinkBackend):
             netns.ip(self.dp_ns, "link", "set", dp_iface, "promisc", "on", "up")
         self.links.append({
             "name": link.name, "a_iface": a_dp, "b_iface": b_dp,
-            **{which: direction_config(getattr(link, which), self.topology.direction_seed(index, which))
+            **{which: {**direction_config(getattr(link, which), self.topology.direction_seed(index, which)),
+                       "qlog": self.qlog_directions is None or link.direction_name(which) in self.qlog_directions}
                for which in DIRECTIONS},
         })
 

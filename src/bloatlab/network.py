@@ -78,11 +78,13 @@ class Network:
     """
 
     def __init__(self, topology: Topology, name: str, detach: bool = False, *,
-                 qlog_dir: Path | None = None, topology_path: str | Path | None = None):
+                 qlog_dir: Path | None = None, qlog_directions: set[str] | None = None,
+                 topology_path: str | Path | None = None):
         self.topology = topology
         self.name = check_name(name)
         self.detach = detach  # the datapath outlives this process (bloatlab up)
         self.qlog_dir = qlog_dir  # queue logs of userspace links, if wanted
+        self.qlog_directions = qlog_directions  # of these directions ("s0->h2"); None: all
         self.topology_path = str(topology_path) if topology_path is not None else None
         self.backends: list[str] = []  # per link, known after up() or attach()
         self._state: state.NetworkState | None = None
@@ -184,7 +186,8 @@ class Network:
             netns.add(self.datapath_namespace)
             self._silence_ipv6(self.datapath_namespace)
             self._userspace = UserspaceBackend(topo, self.datapath_namespace, self.state_dir,
-                                               detach=self.detach, qlog_dir=self.qlog_dir)
+                                               detach=self.detach, qlog_dir=self.qlog_dir,
+                                               qlog_directions=self.qlog_directions)
         kernel = KernelBackend()
 
         for index, (link, (a, b)) in enumerate(zip(topo.links, ports)):
@@ -407,6 +410,9 @@ def clean() -> list[str]:
                 entry.unlink(missing_ok=True)
             removed.append(str(entry))
     _remove_if_empty(ETC_NETNS, state.RUN_DIR)
+    from .probes.tcp import remove_stale_instances  # runs' tracefs instances
+
+    removed += remove_stale_instances()
     if errors:
         raise errors[0]
     return removed

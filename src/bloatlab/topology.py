@@ -206,12 +206,12 @@ def parse_topology(data: dict[str, Any], where: str = "", base_dir: Path | None 
     base_dir = Path.cwd() if base_dir is None else base_dir
     if not isinstance(data, dict):
         raise SpecError("must be a table of hosts, switches and links", field=where or None)
-    _check_keys(data, TOPOLOGY_KEYS, where, "the topology")
+    check_keys(data, TOPOLOGY_KEYS, where, "the topology")
 
     seed = data.get("seed", Topology.seed)
     if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
         raise SpecError(
-            f"{show(seed)} is not a seed; write a whole number >= 0, e.g. seed = 1", field=_sub(where, "seed")
+            f"{show(seed)} is not a seed; write a whole number >= 0, e.g. seed = 1", field=field_of(where, "seed")
         )
 
     hosts = _parse_nodes(data, "hosts", where)
@@ -220,19 +220,19 @@ def parse_topology(data: dict[str, Any], where: str = "", base_dir: Path | None 
         if name in hosts:
             raise SpecError(
                 f"{show(name)} is already a host; give the switch a name no host uses",
-                field=_sub(_sub(where, "switches"), name),
+                field=field_of(field_of(where, "switches"), name),
             )
     if not hosts:
-        raise SpecError("no hosts; declare at least one, e.g. [hosts.h1]", field=_sub(where, "hosts"))
+        raise SpecError("no hosts; declare at least one, e.g. [hosts.h1]", field=field_of(where, "hosts"))
 
-    links_field = _sub(where, "links")
+    links_field = field_of(where, "links")
     raw_links = data.get("links", [])
     if not isinstance(raw_links, list):
         raise SpecError("must be an array of tables: write each link as a [[links]] table", field=links_field)
     nodes = [*hosts, *switches]
     links = []
     for index, raw in enumerate(raw_links):
-        links.append(_parse_link(raw, _sub(links_field, index), nodes, base_dir))
+        links.append(_parse_link(raw, field_of(links_field, index), nodes, base_dir))
 
     first_with_name: dict[str, int] = {}
     for index, link in enumerate(links):
@@ -241,7 +241,7 @@ def parse_topology(data: dict[str, Any], where: str = "", base_dir: Path | None 
             raise SpecError(
                 f"{show(link.name)}{default} is already the name of links[{first_with_name[link.name]}]; "
                 f'give each link a distinct name = "..."',
-                field=_sub(_sub(links_field, index), "name"),
+                field=field_of(field_of(links_field, index), "name"),
             )
         first_with_name[link.name] = index
 
@@ -252,7 +252,7 @@ def parse_topology(data: dict[str, Any], where: str = "", base_dir: Path | None 
             if end in attached:
                 attached[end].append(index)
     for name, indexes in attached.items():
-        field_name = _sub(_sub(where, "hosts"), name)
+        field_name = field_of(field_of(where, "hosts"), name)
         if not indexes:
             raise SpecError(
                 f"host {show(name)} has no link; connect it with a [[links]] table, "
@@ -275,32 +275,32 @@ def parse_topology(data: dict[str, Any], where: str = "", base_dir: Path | None 
     )
 
 
-def _sub(base: str, key: str | int) -> str:
+def field_of(base: str, key: str | int) -> str:
     """The field name of `key` inside `base`: "links" + 1 -> "links[1]", "links[1]" + "rate"."""
     if isinstance(key, int):
         return f"{base}[{key}]"
     return f"{base}.{key}" if base else key
 
 
-def _check_keys(table: dict[str, Any], allowed: tuple[str, ...], base: str, what: str) -> None:
+def check_keys(table: dict[str, Any], allowed: tuple[str, ...], base: str, what: str) -> None:
     for key in table:
         if key in allowed:
             continue
         if not allowed:
             raise SpecError(
-                f"unknown key {show(key)}; {what} takes no keys, leave its table empty", field=_sub(base, key)
+                f"unknown key {show(key)}; {what} takes no keys, leave its table empty", field=field_of(base, key)
             )
         close = difflib.get_close_matches(key, allowed, n=1)
         guess = f"did you mean {show(close[0])}? " if close else ""
         raise SpecError(
             f"unknown key {show(key)} in {what}; {guess}allowed keys: {', '.join(allowed)}",
-            field=_sub(base, key),
+            field=field_of(base, key),
         )
 
 
 def _parse_nodes(data: dict[str, Any], kind: str, where: str) -> list[str]:
     """Host or switch names in file order; each is an empty table, e.g. [hosts.h1]."""
-    base = _sub(where, kind)
+    base = field_of(where, kind)
     singular = kind[:-1] if kind == "hosts" else "switch"
     raw = data.get(kind, {})
     if not isinstance(raw, dict):
@@ -308,7 +308,7 @@ def _parse_nodes(data: dict[str, Any], kind: str, where: str) -> list[str]:
             f"must be a table of {kind}: write one [{kind}.NAME] table per {singular}", field=base
         )
     for name, table in raw.items():
-        field_name = _sub(base, name)
+        field_name = field_of(base, name)
         if not NODE_NAME_RE.fullmatch(name):
             lower = name.lower()
             guess = f' such as "{lower}"' if NODE_NAME_RE.fullmatch(lower) else ""
@@ -320,14 +320,14 @@ def _parse_nodes(data: dict[str, Any], kind: str, where: str) -> list[str]:
             )
         if not isinstance(table, dict):
             raise SpecError(f"must be a table; write [{kind}.{name}]", field=field_name)
-        _check_keys(table, (), field_name, f"a {singular}")
+        check_keys(table, (), field_name, f"a {singular}")
     return list(raw)
 
 
 def _parse_link(raw: object, base: str, nodes: list[str], base_dir: Path) -> LinkSpec:
     if not isinstance(raw, dict):
         raise SpecError("must be a table; write each link as a [[links]] table", field=base)
-    _check_keys(raw, LINK_KEYS, base, "a link")
+    check_keys(raw, LINK_KEYS, base, "a link")
     ends = _parse_ends(raw, base, nodes)
 
     if "name" in raw:
@@ -336,7 +336,7 @@ def _parse_link(raw: object, base: str, nodes: list[str], base_dir: Path) -> Lin
             raise SpecError(
                 f"{show(name)} is not a valid link name; use 1 to 31 characters: a lowercase letter, "
                 'then lowercase letters, digits, "_" or "-"',
-                field=_sub(base, "name"),
+                field=field_of(base, "name"),
             )
     else:
         name = "-".join(ends)
@@ -345,19 +345,19 @@ def _parse_link(raw: object, base: str, nodes: list[str], base_dir: Path) -> Lin
     if backend not in BACKENDS:
         raise SpecError(
             f"{show(backend)} is not a backend; choose one of: {', '.join(BACKENDS)}",
-            field=_sub(base, "backend"),
+            field=field_of(base, "backend"),
         )
 
     common = _parse_params(raw, base, base_dir)
     directions = {}
     for which in ("forward", "reverse"):
-        override_field = _sub(base, which)
+        override_field = field_of(base, which)
         override = raw.get(which, {})
         if not isinstance(override, dict):
             raise SpecError(
                 f'must be a table of overrides, e.g. {which} = {{ delay = "10ms" }}', field=override_field
             )
-        _check_keys(override, DIRECTION_KEYS, override_field, f"{which}")
+        check_keys(override, DIRECTION_KEYS, override_field, f"{which}")
         directions[which] = _direction(common, _parse_params(override, override_field, base_dir), which)
     return LinkSpec(
         name=name, ends=ends, forward=directions["forward"], reverse=directions["reverse"], backend=backend
@@ -365,7 +365,7 @@ def _parse_link(raw: object, base: str, nodes: list[str], base_dir: Path) -> Lin
 
 
 def _parse_ends(raw: dict[str, Any], base: str, nodes: list[str]) -> tuple[str, str]:
-    field_name = _sub(base, "ends")
+    field_name = field_of(base, "ends")
     if "ends" not in raw:
         raise SpecError(
             'missing; say which two nodes the link joins, e.g. ends = ["h1", "s0"]', field=field_name
@@ -380,7 +380,7 @@ def _parse_ends(raw: dict[str, Any], base: str, nodes: list[str]) -> tuple[str, 
             raise SpecError(
                 f"unknown node {show(end)}; the nodes are {', '.join(nodes)} "
                 "(declare new ones as [hosts.NAME] or [switches.NAME])",
-                field=_sub(field_name, index),
+                field=field_of(field_name, index),
             )
     if ends[0] == ends[1]:
         raise SpecError(f"both ends are {show(ends[0])}; a link joins two different nodes", field=field_name)
@@ -393,12 +393,12 @@ def _parse_params(table: dict[str, Any], base: str, base_dir: Path) -> dict[str,
     if "rate" in table and "trace" in table:
         raise SpecError(
             "set either rate or trace, not both: a trace replaces the rate (remove one of them)",
-            field=_sub(base, "trace"),
+            field=field_of(base, "trace"),
         )
     for key in DIRECTION_KEYS:
         if key not in table:
             continue
-        value, field_name = table[key], _sub(base, key)
+        value, field_name = table[key], field_of(base, key)
         if key == "rate":
             parsed: Any = parse_rate(value, field_name)
         elif key == "trace":
@@ -455,19 +455,19 @@ def _direction(
 def _parse_queue(value: object, base: str) -> QueueSpec:
     if not isinstance(value, dict):
         raise SpecError(f"{show(value)} is not a queue; write a table such as {_QUEUE_EXAMPLE}", field=base)
-    _check_keys(value, QUEUE_KEYS, base, "a queue")
+    check_keys(value, QUEUE_KEYS, base, "a queue")
     discipline = value.get("discipline", "droptail")
     if discipline not in DISCIPLINES:
         raise SpecError(
             f"{show(discipline)} is not a queue discipline; choose one of: {', '.join(DISCIPLINES)}",
-            field=_sub(base, "discipline"),
+            field=field_of(base, "discipline"),
         )
     if "packets" in value and "bytes" in value:
         raise SpecError(
-            "set either packets or bytes, not both: a queue is limited in one unit", field=_sub(base, "bytes")
+            "set either packets or bytes, not both: a queue is limited in one unit", field=field_of(base, "bytes")
         )
     if "bytes" in value:
-        field_name = _sub(base, "bytes")
+        field_name = field_of(base, "bytes")
         limit_bytes = parse_size_bytes(value["bytes"], field_name)
         if limit_bytes < MTU_FRAME_BYTES:
             raise SpecError(
@@ -483,7 +483,7 @@ def _parse_queue(value: object, base: str) -> QueueSpec:
         raise SpecError(
             f"{show(packets)} is not a queue length; write a whole number of packets from 1 to "
             f"{MAX_QUEUE_PACKETS}, e.g. packets = 100",
-            field=_sub(base, "packets"),
+            field=field_of(base, "packets"),
         )
     return QueueSpec(discipline=discipline, packets=packets, bytes=None)
 

@@ -56,6 +56,13 @@ pub struct DirectionJson {
     seed: u64,
     #[serde(default)]
     max_frame_bytes: Option<usize>,
+    /// Write this direction's queue log (when the config has a log_dir).
+    #[serde(default = "yes")]
+    pub qlog: bool,
+}
+
+fn yes() -> bool {
+    true
 }
 
 #[derive(Deserialize)]

@@ -132,7 +132,7 @@ fn main() {
         let mut pair = Vec::new();
         for (which, src, dst, dj) in [("forward", a, b, &l.forward), ("reverse", b, a, &l.reverse)] {
             let fail = |e: std::io::Error| -> ! { die(1, format!("links[{i}].{which}: {e}")) };
-            let log = cfg.log_dir.as_ref().map(|d| {
+            let log = cfg.log_dir.as_ref().filter(|_| dj.qlog).map(|d| {
                 let p = d.join(format!("{}.{which}.qlog", l.name));
                 BufWriter::with_capacity(1 << 20, File::create(&p).unwrap_or_else(|e| die(1, format!("{}: {e}", p.display()))))
             });

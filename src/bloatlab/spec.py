@@ -1,0 +1,502 @@
+"""An experiment is data: a topology, workloads on a schedule, probes, a duration and a seed,
+with named parameters that `--set` can change. This module validates a TOML spec into typed
+objects; `runner.py` runs them.
+
+Parameters are declared in a [params] table and used anywhere in the spec as "{name}":
+
+    [params.maxq]
+    default = 100
+    type = "int"            # rate | duration | size | int | float | percent | string
+    help = "bottleneck queue, packets"
+
+A value that is exactly "{maxq}" takes the parameter's typed value (100, not "100"); a
+placeholder inside a longer string is replaced by its text. Every --set value is checked
+against the parameter's type, so a bad value is reported under the parameter's own name.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from .errors import SpecError
+from .topology import Topology, check_keys, field_of, load_toml, parse_topology
+from .units import parse_duration_ns, parse_percent, parse_rate, parse_size_bytes, show
+
+PARAM_TYPES = ("rate", "duration", "size", "int", "float", "percent", "string")
+WORKLOAD_KINDS = ("bulk", "udp", "ping", "web")
+TCP_PROBES = ("auto", "tracepoint", "ss", "off")
+NAME_RE = re.compile(r"[a-z][a-z0-9_-]{0,30}")
+PARAM_NAME_RE = re.compile(r"[a-z][a-z0-9_]{0,30}")
+CC_RE = re.compile(r"[a-z][a-z0-9_]{0,15}")
+PLACEHOLDER_RE = re.compile(r"\{([a-z][a-z0-9_]*)\}")
+MAX_DURATION_NS = 24 * 3600 * 10**9
+MIN_PING_INTERVAL_NS = 10 * 10**6  # what the issue promises; ping itself goes lower as root
+DEFAULT_WEB_SIZE_BYTES = 180_000  # about the index page the CS244 original fetched
+
+SPEC_KEYS = ("name", "description", "duration", "seed", "params", "topology", "workloads", "probes")
+PARAM_KEYS = ("default", "type", "help", "choices", "min", "max")
+PROBE_KEYS = ("tcp", "queue")
+COMMON_WORKLOAD_KEYS = ("kind", "name", "start", "stop")
+WORKLOAD_KEYS = {
+    "bulk": ("from", "to", "cc", "buffer"),
+    "udp": ("from", "to", "rate"),
+    "ping": ("from", "to", "interval"),
+    "web": ("server", "client", "size", "every", "count", "timeout", "cc"),
+}
+
+
+# The typed model ---------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Param:
+    name: str
+    type: str  # one of PARAM_TYPES
+    default: Any
+    help: str = ""
+    choices: tuple[Any, ...] | None = None
+    min: float | None = None
+    max: float | None = None
+
+
+@dataclass(frozen=True)
+class Workload:
+    """Common to every workload: a name (also its flow's name), a kind and a schedule."""
+
+    name: str
+    kind: str
+    start_ns: int  # since the run's t0
+    stop_ns: int  # when it ends; the run's duration unless given
+
+    @property
+    def window_s(self) -> float:
+        return (self.stop_ns - self.start_ns) / 1e9
+
+    def hosts(self) -> tuple[str, str]:
+        raise NotImplementedError
+
+
+@dataclass(frozen=True)
+class Bulk(Workload):
+    """A long-lived TCP flow, iperf3 client in src, server in dst."""
+
+    src: str = ""
+    dst: str = ""
+    cc: str = "cubic"
+    buffer_bytes: int | None = None  # socket buffer (iperf3 -w); None: the kernel's autotuning
+
+    def hosts(self) -> tuple[str, str]:
+        return self.src, self.dst
+
+
+@dataclass(frozen=True)
+class Udp(Workload):
+    """iperf3 UDP at a constant rate from src to dst."""
+
+    src: str = ""
+    dst: str = ""
+    rate_bps: int = 0
+
+    def hosts(self) -> tuple[str, str]:
+        return self.src, self.dst
+
+
+@dataclass(frozen=True)
+class Ping(Workload):
+    """ICMP echo from src to dst every interval."""
+
+    src: str = ""
+    dst: str = ""
+    interval_ns: int = 100 * 10**6
+
+    def hosts(self) -> tuple[str, str]:
+        return self.src, self.dst
+
+
+@dataclass(frozen=True)
+class Web(Workload):
+    """An HTTP server in `server` with one object; `client` fetches it `count` times in a row
+    every `every_ns`, each fetch given at most `timeout_ns`. The server's connections use
+    congestion control `cc` (set as the server host's default)."""
+
+    server: str = ""
+    client: str = ""
+    size_bytes: int = DEFAULT_WEB_SIZE_BYTES
+    every_ns: int = 5 * 10**9
+    count: int = 3
+    timeout_ns: int = 30 * 10**9
+    cc: str = "cubic"
+
+    def hosts(self) -> tuple[str, str]:
+        return self.server, self.client
+
+
+@dataclass(frozen=True)
+class Probes:
+    tcp: str = "auto"  # one of TCP_PROBES; auto = the tracepoint where it exists, else ss
+    queue: tuple[str, ...] = ()  # link directions ("s0->h2") whose queue is recorded
+
+
+@dataclass(frozen=True)
+class Experiment:
+    name: str
+    description: str
+    topology: Topology
+    workloads: tuple[Workload, ...]
+    probes: Probes
+    duration_ns: int
+    seed: int
+    params: dict[str, Any] = field(default_factory=dict)  # name -> value used
+    preset: str | None = None
+    source: str | None = None  # the spec file, or "preset NAME"
+
+    @property
+    def duration_s(self) -> float:
+        return self.duration_ns / 1e9
+
+    def to_dict(self) -> dict[str, Any]:
+        """The resolved experiment, JSON-ready (for run.json)."""
+        workloads = []
+        for w in self.workloads:
+            entry = {k: v for k, v in w.__dict__.items()}
+            workloads.append(entry)
+        return {
+            "name": self.name, "description": self.description, "duration_s": self.duration_s,
+            "seed": self.seed, "topology": self.topology.to_dict(), "workloads": workloads,
+            "probes": {"tcp": self.probes.tcp, "queue": list(self.probes.queue)},
+        }
+
+
+# Loading -----------------------------------------------------------------------------------
+
+def presets_dir() -> Path:
+    return Path(str(resources.files("bloatlab") / "presets"))
+
+
+def list_presets() -> list[tuple[str, str]]:
+    """(name, one-line description) of every bundled preset."""
+    found = []
+    for path in sorted(presets_dir().glob("*.toml")):
+        description = load_toml(path).get("description", "")
+        found.append((path.stem, description.strip().splitlines()[0] if description.strip() else ""))
+    return found
+
+
+def _preset_path(name: str) -> Path:
+    path = presets_dir() / f"{name}.toml"
+    if not re.fullmatch(r"[a-z0-9-]+", name) or not path.exists():
+        names = [n for n, _ in list_presets()]
+        close = difflib.get_close_matches(name, names, n=1)
+        guess = f"did you mean {close[0]}? " if close else ""
+        raise SpecError(f"no preset {name!r}; {guess}bloatlab presets lists them ({', '.join(names)})",
+                        field="--preset")
+    return path
+
+
+def preset_info(name: str) -> tuple[str, list[Param]]:
+    """A preset's description and parameters."""
+    data = load_toml(_preset_path(name))
+    return data.get("description", "").strip(), list(_parse_params(data.get("params", {})).values())
+
+
+def load_preset(name: str, sets: list[str] | None = None) -> Experiment:
+    path = _preset_path(name)
+    return parse_experiment(load_toml(path), sets or [], base_dir=path.parent, preset=name,
+                            source=f"preset {name}")
+
+
+def load_experiment(path: str | Path, sets: list[str] | None = None) -> Experiment:
+    path = Path(path)
+    return parse_experiment(load_toml(path), sets or [], base_dir=path.parent, source=str(path))
+
+
+def parse_experiment(data: dict[str, Any], sets: list[str], *, base_dir: Path,
+                     preset: str | None = None, source: str | None = None) -> Experiment:
+    check_keys(data, SPEC_KEYS, "", "an experiment spec")
+    params = _parse_params(data.get("params", {}))
+    values = _apply_sets({p.name: p.default for p in params.values()}, params, sets)
+    spec = {key: _substitute(value, values, key) for key, value in data.items()
+            if key not in ("params", "description")}
+
+    name = spec.get("name", preset or (Path(source).stem if source else "experiment"))
+    if not isinstance(name, str) or not NAME_RE.fullmatch(name):
+        raise SpecError(f"{show(name)} is not a valid name; use a lowercase letter, then up to 30 "
+                        'lowercase letters, digits, "_" or "-"', field="name")
+    description = data.get("description", "")
+    if not isinstance(description, str):
+        raise SpecError("must be a string", field="description")
+
+    if "duration" not in spec:
+        raise SpecError('missing; say how long the run lasts, e.g. duration = "60s"', field="duration")
+    duration_ns = parse_duration_ns(spec["duration"], "duration", allow_zero=False)
+    if duration_ns > MAX_DURATION_NS:
+        raise SpecError(f'{show(spec["duration"])} is longer than a day; write at most "86400s"', field="duration")
+
+    seed = spec.get("seed", 1)
+    if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
+        raise SpecError(f"{show(seed)} is not a seed; write a whole number >= 0", field="seed")
+
+    raw_topology = spec.get("topology")
+    if raw_topology is None:
+        raise SpecError('missing; give a [topology] table or a file: topology = "net.toml"', field="topology")
+    if isinstance(raw_topology, str):
+        topo_path = base_dir / raw_topology
+        raw_topology, topo_base, where = load_toml(topo_path), topo_path.parent, ""
+    else:
+        topo_base, where = base_dir, "topology"
+    raw_topology = {"seed": seed, **raw_topology} if isinstance(raw_topology, dict) else raw_topology
+    topology = parse_topology(raw_topology, where=where, base_dir=topo_base)
+
+    workloads = _parse_workloads(spec.get("workloads", []), topology, duration_ns)
+    probes = _parse_probes(spec.get("probes", {}), topology)
+    return Experiment(name=name, description=description.strip(), topology=topology,
+                      workloads=tuple(workloads), probes=probes, duration_ns=duration_ns, seed=seed,
+                      params=values, preset=preset, source=source)
+
+
+# Parameters --------------------------------------------------------------------------------
+
+def _parse_params(raw: object) -> dict[str, Param]:
+    if not isinstance(raw, dict):
+        raise SpecError("must be a table of parameters, e.g. [params.maxq]", field="params")
+    params = {}
+    for name, table in raw.items():
+        where = field_of("params", name)
+        if not PARAM_NAME_RE.fullmatch(name):
+            raise SpecError(f"{show(name)} is not a valid parameter name; use a lowercase letter, then "
+                            'lowercase letters, digits or "_"', field=where)
+        if not isinstance(table, dict):
+            table = {"default": table}  # maxq = 100 is short for [params.maxq] default = 100
+        check_keys(table, PARAM_KEYS, where, "a parameter")
+        if "default" not in table:
+            raise SpecError("missing; every parameter has a default", field=field_of(where, "default"))
+        default = table["default"]
+        kind = table.get("type", "int" if isinstance(default, int) and not isinstance(default, bool)
+                         else "float" if isinstance(default, float) else "string")
+        if kind not in PARAM_TYPES:
+            raise SpecError(f"{show(kind)} is not a parameter type; choose one of: {', '.join(PARAM_TYPES)}",
+                            field=field_of(where, "type"))
+        choices = table.get("choices")
+        if choices is not None and not (isinstance(choices, list) and choices):
+            raise SpecError("must be a non-empty list of the allowed values", field=field_of(where, "choices"))
+        param = Param(name, kind, None, str(table.get("help", "")),
+                      tuple(choices) if choices else None, table.get("min"), table.get("max"))
+        params[name] = Param(**{**param.__dict__, "default": check_param(param, default, field_of(where, "default"))})
+    return params
+
+
+def check_param(param: Param, value: Any, where: str) -> Any:
+    """The value, typed and checked, or a SpecError naming `where`."""
+    if param.type in ("int", "float") and isinstance(value, str):
+        try:
+            value = int(value) if param.type == "int" else float(value)
+        except ValueError:
+            raise SpecError(f"{show(value)} is not {'an integer' if param.type == 'int' else 'a number'}",
+                            field=where) from None
+    if param.type == "int" and (not isinstance(value, int) or isinstance(value, bool)):
+        raise SpecError(f"{show(value)} is not an integer", field=where)
+    if param.type == "float" and (not isinstance(value, (int, float)) or isinstance(value, bool)):
+        raise SpecError(f"{show(value)} is not a number", field=where)
+    if param.type not in ("int", "float") and not isinstance(value, str):
+        value = str(value) if param.type in ("string", "size") else value
+    checker = {"rate": parse_rate, "duration": parse_duration_ns, "size": parse_size_bytes,
+               "percent": parse_percent}.get(param.type)
+    if checker is not None:
+        checker(value, where)
+    if param.choices is not None and value not in param.choices:
+        raise SpecError(f"{show(value)} is not one of: {', '.join(map(str, param.choices))}", field=where)
+    if param.min is not None and value < param.min:
+        raise SpecError(f"{show(value)} is below the minimum {param.min}", field=where)
+    if param.max is not None and value > param.max:
+        raise SpecError(f"{show(value)} is above the maximum {param.max}", field=where)
+    return value
+
+
+def _apply_sets(values: dict[str, Any], params: dict[str, Param], sets: list[str]) -> dict[str, Any]:
+    values = dict(values)
+    for item in sets:
+        name, sep, text = item.partition("=")
+        name = name.strip()
+        if not sep or not name:
+            raise SpecError(f"{item!r} is not NAME=VALUE; write e.g. --set maxq=20", field="--set")
+        if name not in params:
+            known = ", ".join(params) or "none"
+            close = difflib.get_close_matches(name, list(params), n=1)
+            guess = f"did you mean {close[0]}? " if close else ""
+            raise SpecError(f"unknown parameter {name!r}; {guess}this experiment's parameters: {known}",
+                            field=f"--set {name}")
+        values[name] = check_param(params[name], text.strip(), f"--set {name}")
+    return values
+
+
+def _substitute(value: Any, values: dict[str, Any], where: str) -> Any:
+    """Replace "{name}" placeholders in strings, recursively."""
+    if isinstance(value, dict):
+        return {k: _substitute(v, values, field_of(where, k)) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_substitute(v, values, field_of(where, i)) for i, v in enumerate(value)]
+    if not isinstance(value, str) or "{" not in value:
+        return value
+    for name in PLACEHOLDER_RE.findall(value):
+        if name not in values:
+            raise SpecError(f"{{{name}}} names no parameter; declare it as [params.{name}] "
+                            f"(known: {', '.join(values) or 'none'})", field=where)
+    whole = PLACEHOLDER_RE.fullmatch(value)
+    if whole:
+        return values[whole[1]]
+    return PLACEHOLDER_RE.sub(lambda m: str(values[m[1]]), value)
+
+
+# Workloads ---------------------------------------------------------------------------------
+
+def _parse_workloads(raw: object, topology: Topology, duration_ns: int) -> list[Workload]:
+    if not isinstance(raw, list):
+        raise SpecError("must be an array of tables: write each as [[workloads]]", field="workloads")
+    kinds = [w.get("kind") if isinstance(w, dict) else None for w in raw]
+    workloads: list[Workload] = []
+    for index, table in enumerate(raw):
+        where = field_of("workloads", index)
+        if not isinstance(table, dict):
+            raise SpecError("must be a table; write each workload as [[workloads]]", field=where)
+        kind = table.get("kind")
+        if kind is None:
+            raise SpecError(f"missing; say what the workload is: kind = one of {', '.join(WORKLOAD_KINDS)}",
+                            field=field_of(where, "kind"))
+        if kind not in WORKLOAD_KINDS:
+            close = difflib.get_close_matches(str(kind), WORKLOAD_KINDS, n=1)
+            guess = f"did you mean {show(close[0])}? " if close else ""
+            raise SpecError(f"{show(kind)} is not a workload kind; {guess}choose one of: {', '.join(WORKLOAD_KINDS)}",
+                            field=field_of(where, "kind"))
+        check_keys(table, COMMON_WORKLOAD_KEYS + WORKLOAD_KEYS[kind], where, f"a {kind} workload")
+        default_name = kind if kinds.count(kind) == 1 else f"{kind}{kinds[:index + 1].count(kind)}"
+        name = table.get("name", default_name)
+        if not isinstance(name, str) or not NAME_RE.fullmatch(name):
+            raise SpecError(f"{show(name)} is not a valid workload name; use a lowercase letter, then up "
+                            'to 30 lowercase letters, digits, "_" or "-"', field=field_of(where, "name"))
+        if any(w.name == name for w in workloads):
+            raise SpecError(f"{show(name)} already names an earlier workload; give each a distinct name",
+                            field=field_of(where, "name"))
+        start = parse_duration_ns(table.get("start", "0s"), field_of(where, "start"))
+        stop = parse_duration_ns(table["stop"], field_of(where, "stop")) if "stop" in table else duration_ns
+        if stop > duration_ns:
+            raise SpecError(f"{show(table['stop'])} is after the end of the run; stop at most at the duration",
+                            field=field_of(where, "stop"))
+        if start >= stop:
+            raise SpecError("the workload must start before it stops (and before the run ends)",
+                            field=field_of(where, "start"))
+        common = dict(name=name, kind=kind, start_ns=start, stop_ns=stop)
+        workloads.append(_KIND_PARSERS[kind](table, where, topology, common))
+    web_cc: dict[str, str] = {}
+    for index, w in enumerate(workloads):
+        if isinstance(w, Web) and web_cc.setdefault(w.server, w.cc) != w.cc:
+            raise SpecError(f"another web workload on {w.server} uses {web_cc[w.server]}; a host's web "
+                            "servers share one congestion control", field=field_of(field_of("workloads", index), "cc"))
+    return workloads
+
+
+def _host(table: dict[str, Any], key: str, where: str, topology: Topology) -> str:
+    if key not in table:
+        raise SpecError(f"missing; name a host ({', '.join(topology.hosts)})", field=field_of(where, key))
+    host = table[key]
+    if host not in topology.hosts:
+        raise SpecError(f"unknown host {show(host)}; the hosts are {', '.join(topology.hosts)}",
+                        field=field_of(where, key))
+    return host
+
+
+def _two_hosts(table, where, topology, a: str, b: str) -> tuple[str, str]:
+    first, second = _host(table, a, where, topology), _host(table, b, where, topology)
+    if first == second:
+        raise SpecError(f"{a} and {b} are both {show(first)}; use two different hosts", field=field_of(where, b))
+    return first, second
+
+
+def _whole_seconds(common: dict[str, Any], where: str) -> None:
+    # iperf3 -t takes whole seconds (it truncates 1.5 to 1).
+    if (common["stop_ns"] - common["start_ns"]) % 10**9:
+        raise SpecError("an iperf3 flow runs for whole seconds; make stop - start a whole number of seconds",
+                        field=field_of(where, "stop"))
+
+
+def _cc(table: dict[str, Any], where: str) -> str:
+    cc = table.get("cc", "cubic")
+    if not isinstance(cc, str) or not CC_RE.fullmatch(cc):
+        raise SpecError(f"{show(cc)} is not a congestion control name; e.g. reno, cubic or bbr",
+                        field=field_of(where, "cc"))
+    return cc
+
+
+def _parse_bulk(table, where, topology, common) -> Bulk:
+    src, dst = _two_hosts(table, where, topology, "from", "to")
+    _whole_seconds(common, where)
+    cc = _cc(table, where)
+    buffer = parse_size_bytes(table["buffer"], field_of(where, "buffer")) if "buffer" in table else None
+    return Bulk(**common, src=src, dst=dst, cc=cc, buffer_bytes=buffer)
+
+
+def _parse_udp(table, where, topology, common) -> Udp:
+    src, dst = _two_hosts(table, where, topology, "from", "to")
+    _whole_seconds(common, where)
+    if "rate" not in table:
+        raise SpecError('missing; give the sending rate, e.g. rate = "5mbit"', field=field_of(where, "rate"))
+    rate = parse_rate(table["rate"], field_of(where, "rate"))
+    if rate is None:
+        raise SpecError('a UDP flow needs a finite rate, e.g. rate = "5mbit"', field=field_of(where, "rate"))
+    return Udp(**common, src=src, dst=dst, rate_bps=rate)
+
+
+def _parse_ping(table, where, topology, common) -> Ping:
+    src, dst = _two_hosts(table, where, topology, "from", "to")
+    interval = parse_duration_ns(table.get("interval", "100ms"), field_of(where, "interval"), allow_zero=False)
+    if interval < MIN_PING_INTERVAL_NS:
+        raise SpecError(f'{show(table["interval"])} is below the minimum "10ms"', field=field_of(where, "interval"))
+    return Ping(**common, src=src, dst=dst, interval_ns=interval)
+
+
+def _parse_web(table, where, topology, common) -> Web:
+    server, client = _two_hosts(table, where, topology, "server", "client")
+    size = parse_size_bytes(table.get("size", DEFAULT_WEB_SIZE_BYTES), field_of(where, "size"))
+    every = parse_duration_ns(table.get("every", "5s"), field_of(where, "every"), allow_zero=False)
+    count = table.get("count", 3)
+    if not isinstance(count, int) or isinstance(count, bool) or not 1 <= count <= 1000:
+        raise SpecError(f"{show(count)} is not a fetch count; write a whole number from 1 to 1000",
+                        field=field_of(where, "count"))
+    timeout = parse_duration_ns(table.get("timeout", "30s"), field_of(where, "timeout"), allow_zero=False)
+    return Web(**common, server=server, client=client, size_bytes=size, every_ns=every, count=count,
+               timeout_ns=timeout, cc=_cc(table, where))
+
+
+_KIND_PARSERS = {"bulk": _parse_bulk, "udp": _parse_udp, "ping": _parse_ping, "web": _parse_web}
+
+
+def _parse_probes(raw: object, topology: Topology) -> Probes:
+    if not isinstance(raw, dict):
+        raise SpecError("must be a table, e.g. [probes]", field="probes")
+    check_keys(raw, PROBE_KEYS, "probes", "probes")
+    tcp = raw.get("tcp", "auto")
+    if tcp not in TCP_PROBES:
+        raise SpecError(f"{show(tcp)} is not a TCP probe; choose one of: {', '.join(TCP_PROBES)}",
+                        field="probes.tcp")
+    directions = [link.direction_name(which) for link in topology.links for which in ("forward", "reverse")]
+    queue = raw.get("queue", bottlenecks(topology))
+    if not isinstance(queue, list) or not all(isinstance(q, str) for q in queue):
+        raise SpecError('must be a list of link directions, e.g. queue = ["s0->h2"]', field="probes.queue")
+    for index, name in enumerate(queue):
+        if name not in directions:
+            raise SpecError(f"{show(name)} is no link direction; the directions are {', '.join(directions)}",
+                            field=field_of("probes.queue", index))
+    return Probes(tcp=tcp, queue=tuple(dict.fromkeys(queue)))
+
+
+def bottlenecks(topology: Topology) -> list[str]:
+    """The directions with the lowest constant rate: the default queues to record."""
+    rated = [(d.rate_bps, link.direction_name(which)) for link in topology.links
+             for which, d in (("forward", link.forward), ("reverse", link.reverse)) if d.rate_bps]
+    if not rated:
+        return []
+    lowest = min(rate for rate, _ in rated)
+    return [name for rate, name in rated if rate == lowest]

@@ -1,0 +1,185 @@
+"""Experiments end to end in real namespaces with real iperf3, ping and curl: the CS244
+physics at maxq 20 and 100, the kernel backend agreeing with the userspace one, Ctrl-C."""
+
+import csv
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from bloatlab.network import leftovers
+from bloatlab.plots import build_figures
+from bloatlab.runner import run_experiment
+from bloatlab.spec import load_experiment, load_preset
+
+pytestmark = pytest.mark.netns
+
+FRAME_BITS = 1514 * 8
+BASE_RTT_MS = 20.0  # cs244: 4 crossings of 5 ms
+
+
+def peak_rtt_ms(maxq: int, rate_bps: float = 10e6, base_ms: float = BASE_RTT_MS) -> float:
+    return base_ms + maxq * FRAME_BITS / rate_bps * 1e3
+
+
+def read_csv(path: Path) -> list[dict[str, str]]:
+    with open(path) as f:
+        return list(csv.DictReader(f))
+
+
+def loss_episodes(run_dir: Path, flow: str = "bulk", after_s: float = 2.0) -> int:
+    """Congestion events of a Reno flow: cwnd only falls on a loss, and one recovery's
+    decreases come within a few RTTs, so decreases closer than 0.2 s are one event."""
+    rows = [r for r in read_csv(run_dir / "series" / "cwnd.csv") if r["flow"] == flow]
+    t = np.array([float(r["t_s"]) for r in rows])
+    cwnd = np.array([int(r["cwnd_pkts"]) for r in rows])
+    falls = t[1:][(np.diff(cwnd) < 0) & (t[1:] > after_s)]
+    return int(len(falls) and 1 + np.count_nonzero(np.diff(falls) > 0.2))
+
+
+@pytest.fixture(scope="module")
+def cs244(tmp_path_factory):
+    """Two 15 s runs of the preset, at maxq 20 and 100."""
+    runs = {}
+    for maxq in (20, 100):
+        exp = load_preset("cs244", [f"maxq={maxq}", "duration=15s"])
+        outcome = run_experiment(exp, tmp_path_factory.mktemp("cs244") / f"q{maxq}", progress=False)
+        runs[maxq] = outcome
+    return runs
+
+
+@pytest.mark.parametrize("maxq", [20, 100])
+def test_the_queue_fills_and_the_rtt_peaks_at_base_plus_queue(cs244, maxq):
+    outcome = cs244[maxq]
+    summary = outcome.summary
+    assert outcome.complete and summary["complete"]
+    assert summary["queue"]["s0->h2"]["max_pkts"] == maxq
+    assert summary["queue"]["s0->h2"]["drops"] > 0
+    rtt = summary["rtt_ms"]
+    assert rtt["count"] >= 140  # 10 a second for 15 s
+    assert rtt["min"] >= BASE_RTT_MS  # nothing is faster than light
+    assert rtt["max"] == pytest.approx(peak_rtt_ms(maxq), rel=0.08)
+    # The bulk flow keeps the bottleneck busy: goodput near its payload capacity.
+    payload_mbps = 10 * 1448 / 1514
+    assert 0.8 * payload_mbps < summary["flows"]["bulk"]["goodput_mbps"] < 1.01 * payload_mbps
+    assert summary["fetch_s"]["count"] >= 6 and summary["fetch_s"]["failed"] == 0
+
+
+def test_fetches_take_longer_behind_a_longer_queue(cs244):
+    short, long = (cs244[q].summary["fetch_s"]["mean"] for q in (20, 100))
+    assert long > 1.4 * short
+
+
+def test_the_reno_sawtooth_slows_down_with_a_longer_queue(cs244):
+    # Each cycle refills maxq more packets at one per RTT: fewer losses in the same time.
+    assert loss_episodes(cs244[20].run_dir) > 2 * loss_episodes(cs244[100].run_dir) > 0
+
+
+def test_results_describe_themselves_and_plots_have_data(cs244):
+    run_dir = cs244[100].run_dir
+    run = json.loads((run_dir / "run.json").read_text())
+    assert run["params"]["maxq"] == 100 and run["preset"] == "cs244"
+    assert [link["backend"] for link in run["links"]] == ["userspace", "userspace"]
+    assert run["probes"]["tcp"] in ("tracepoint", "ss") and run["probes"]["queue"] == {"s0->h2": "datapath"}
+    assert run["machine"]["kernel"] == os.uname().release and run["tools"]["iperf3"]
+    assert run["snapshots"]["h1"]["sysctls"]["net.ipv4.tcp_congestion_control"] == "reno"  # the web server's
+    flows = {r["flow"] for r in read_csv(run_dir / "series" / "cwnd.csv")}
+    assert "bulk" in flows and any(f.startswith("web#") for f in flows)
+    mbps = [float(r["mbps"]) for r in read_csv(run_dir / "series" / "throughput.csv")]
+    # 100 ms intervals; the receiver reads in bursts only when a repaired loss releases the
+    # data queued behind it, so most intervals stay under the link rate and the mean is the goodput.
+    assert len(mbps) >= 140 and np.percentile(mbps, 90) < 10.5
+    assert np.mean(mbps) == pytest.approx(cs244[100].summary["flows"]["bulk"]["goodput_mbps"], rel=0.1)
+    assert not cs244[100].warnings
+    figures, warnings = build_figures(run_dir)
+    assert not warnings
+    for name, figure in figures.items():
+        points = sum(len(line.get_xdata()) for ax in figure.axes for line in ax.get_lines())
+        points += sum(len(c.get_offsets()) for ax in figure.axes for c in ax.collections)
+        assert points >= 6, f"{name} has no data"
+    assert all((run_dir / "plots" / f"{name}.png").stat().st_size > 10_000 for name in figures)
+
+
+KERNEL_SPEC = """
+duration = "8s"
+[params]
+backend = { default = "kernel", type = "string" }
+[topology.hosts.h1]
+[topology.hosts.h2]
+[topology.switches.s0]
+[[topology.links]]
+ends = ["h1", "s0"]
+backend = "{backend}"
+[[topology.links]]
+ends = ["s0", "h2"]
+rate = "10mbit"
+queue = { packets = 50 }
+backend = "{backend}"
+[[workloads]]
+kind = "bulk"
+from = "h1"
+to = "h2"
+cc = "reno"
+[[workloads]]
+kind = "ping"
+from = "h1"
+to = "h2"
+interval = "50ms"
+[probes]
+queue = ["s0->h2"]
+"""
+
+
+def test_the_kernel_backend_runs_and_agrees_with_the_userspace_one(tmp_path):
+    # The bottleneck is a switch's egress, as in a real network: a qdisc on the sender's own
+    # interface would be held short by TCP Small Queues (its packets still belong to the socket).
+    spec = tmp_path / "kernel.toml"
+    spec.write_text(KERNEL_SPEC)
+    results = {}
+    for backend in ("kernel", "userspace"):
+        outcome = run_experiment(load_experiment(spec, [f"backend={backend}"]), tmp_path / backend, progress=False)
+        run = json.loads((outcome.run_dir / "run.json").read_text())
+        assert [link["backend"] for link in run["links"]] == [backend, backend]
+        assert run["probes"]["queue"] == {"s0->h2": "tc" if backend == "kernel" else "datapath"}
+        results[backend] = outcome.summary
+    for summary in results.values():
+        assert summary["queue"]["s0->h2"]["max_pkts"] >= 45  # sampled every 5 ms on the kernel
+        assert summary["rtt_ms"]["max"] == pytest.approx(peak_rtt_ms(50, base_ms=0.0), rel=0.1)
+    kernel, user = results["kernel"], results["userspace"]
+    assert user["flows"]["bulk"]["goodput_mbps"] == pytest.approx(kernel["flows"]["bulk"]["goodput_mbps"], rel=0.05)
+    assert user["rtt_ms"]["median"] == pytest.approx(kernel["rtt_ms"]["median"], rel=0.2)
+    assert user["queue"]["s0->h2"]["mean_pkts"] == pytest.approx(kernel["queue"]["s0->h2"]["mean_pkts"], rel=0.2)
+
+
+def test_ctrl_c_keeps_a_partial_result_and_leaves_nothing(tmp_path):
+    out = tmp_path / "partial"
+    proc = subprocess.Popen([sys.executable, "-m", "bloatlab", "run", "--preset", "cs244", "--set", "duration=30s",
+                             "--out", str(out), "--quiet"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        ping = out / "raw" / "ping.ping.txt"
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and (not ping.exists() or ping.read_text().count("time=") < 20):
+            assert proc.poll() is None, proc.communicate()
+            time.sleep(0.2)
+        proc.send_signal(signal.SIGINT)
+        stdout, stderr = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 130, stderr
+    assert "incomplete" in stderr and "Traceback" not in stderr
+    run = json.loads((out / "run.json").read_text())
+    summary = json.loads((out / "summary.json").read_text())
+    assert run["complete"] is False and "interrupted" in run["incomplete_reason"]
+    assert summary["complete"] is False and summary["rtt_ms"]["count"] >= 15
+    assert 1.5 < summary["duration_s"] < 30
+    assert leftovers(run["network"]) == []
+    assert not list(Path("/sys/kernel/tracing/instances").glob(f"bloatlab-{run['network']}*"))
+    assert (out / "plots" / "rtt.png").exists()

@@ -1,0 +1,80 @@
+"""Summary statistics and queue summaries against hand-computed values; the series files
+have the documented columns; summaries print side by side."""
+
+import csv
+import json
+import struct
+
+import numpy as np
+import pytest
+
+from bloatlab.probes.queue import QueueTrace, from_qlog
+from bloatlab.results import SERIES_COLUMNS, RunDir, describe, summary_table
+
+
+def test_describe_by_hand():
+    stats = describe([1.0, 2.0, 3.0, 4.0, 10.0], ("count", "min", "mean", "median", "p95", "max", "stddev"))
+    assert stats["count"] == 5 and stats["min"] == 1.0 and stats["max"] == 10.0
+    assert stats["mean"] == pytest.approx(4.0) and stats["median"] == 3.0
+    assert stats["p95"] == pytest.approx(4.0 + 0.8 * 6.0)  # linear between the 4th and 5th values
+    assert stats["stddev"] == pytest.approx((sum((x - 4.0) ** 2 for x in [1, 2, 3, 4, 10]) / 4) ** 0.5)
+
+
+def test_describe_empty_is_null_not_zero():
+    stats = describe([], ("count", "mean", "stddev", "p99"))
+    assert stats == {"count": 0, "mean": None, "stddev": None, "p99": None}
+    assert describe([2.0], ("stddev",))["stddev"] is None  # a deviation needs two samples
+
+
+def test_queue_summary_is_time_weighted():
+    # Backlog 2 from t=-1 (before t0), 4 from t=1, 0 from t=3; the run lasts 4 s.
+    trace = QueueTrace(t_s=np.array([-1.0, 1.0, 3.0]), pkts=np.array([2, 4, 0]),
+                       nbytes=np.array([3000, 6000, 0]), drops=np.array([5, 7, 7]))
+    summary = trace.summary(4.0)
+    assert summary["mean_pkts"] == pytest.approx((2 * 1 + 4 * 2 + 0 * 1) / 4)
+    assert summary["mean_bytes"] == pytest.approx((3000 * 1 + 6000 * 2) / 4)
+    assert summary["max_pkts"] == 4 and summary["max_bytes"] == 6000
+    assert summary["drops"] == 2  # the 5 before t0 are not the run's
+
+
+def test_queue_from_qlog_counts_only_the_queues_own_drops(tmp_path):
+    record = struct.Struct("<QQIIBB6x")
+    t0 = 100.0
+    events = [  # t_ns, value, backlog_bytes, backlog_pkts, kind, reason
+        (int(100.5e9), 1514, 1514, 1, 1, 0),   # enqueue
+        (int(100.6e9), 1514, 1514, 1, 3, 2),   # drop: queue full
+        (int(100.7e9), 1514, 1514, 1, 3, 1),   # drop: random loss, before the queue
+        (int(100.8e9), 300_000, 0, 0, 2, 0),   # dequeue
+    ]
+    path = tmp_path / "l.forward.qlog"
+    path.write_bytes(b"".join(record.pack(*e) for e in events))
+    trace = from_qlog(path, t0)
+    assert list(trace.drops) == [0, 1, 1, 1]
+    assert trace.t_s[0] == pytest.approx(0.5)
+    summary = trace.summary(1.0)
+    assert summary["drops"] == 1 and summary["max_pkts"] == 1
+    assert summary["mean_pkts"] == pytest.approx(0.3)  # one packet from 0.5 s to 0.8 s
+
+
+def test_series_files_have_the_documented_columns(tmp_path):
+    run = RunDir(tmp_path / "run").create()
+    run.write_series("ping", [(0.1, 20.5), (0.2, None)])
+    run.write_series("queue", [(0.5, "s0->h2", 3, 4542, 0)])
+    with open(run.series / "ping.csv") as f:
+        rows = list(csv.reader(f))
+    assert rows == [list(SERIES_COLUMNS["ping"]), ["0.100000", "20.500000"], ["0.200000", ""]]
+    run.write_json("summary.json", {"x": np.int64(3)})
+    assert json.loads((run.path / "summary.json").read_text()) == {"x": 3}
+
+
+def test_summary_table_puts_runs_side_by_side():
+    a = {"flows": {"bulk": {"goodput_mbps": 9.5, "retransmits": 10}},
+         "rtt_ms": {"count": 10, "min": 20.1, "median": 80.0, "p95": 140.0, "max": 141.0, "lost": 0},
+         "fetch_s": {"count": 0, "failed": 0}, "queue": {"s0->h2": {"mean_pkts": 60.0, "max_pkts": 100, "drops": 3}}}
+    b = json.loads(json.dumps(a))
+    b["queue"]["s0->h2"]["max_pkts"] = 20
+    lines = summary_table([("maxq=100", a), ("maxq=20", b)]).splitlines()
+    assert "maxq=100" in lines[0] and "maxq=20" in lines[0]
+    row = next(line for line in lines if line.startswith("queue s0->h2 mean/max"))
+    assert "60.0/100 packets" in row and "60.0/20 packets" in row
+    assert not any("web fetch" in line for line in lines)  # no fetches: no fetch lines

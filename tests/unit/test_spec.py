@@ -1,0 +1,146 @@
+"""Experiment specs: presets load, parameters substitute with their types, --set is checked
+against the parameter's type, and every invalid spec gives a one-line error on the right field
+(also through the CLI, with exit status 2)."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from bloatlab.errors import SpecError
+from bloatlab.spec import Bulk, Ping, Web, list_presets, load_experiment, load_preset, preset_info
+
+SPEC = """
+duration = "{duration}"
+[params]
+duration = { default = "20s", type = "duration" }
+rate = { default = "10mbit", type = "rate", help = "bottleneck" }
+maxq = { default = 100, type = "int", min = 1 }
+[topology.hosts.h1]
+[topology.hosts.h2]
+[[topology.links]]
+ends = ["h1", "h2"]
+rate = "{rate}"
+delay = "5ms"
+queue = { packets = "{maxq}" }
+[[workloads]]
+kind = "bulk"
+from = "h1"
+to = "h2"
+cc = "reno"
+[[workloads]]
+kind = "ping"
+from = "h1"
+to = "h2"
+interval = "10ms"
+"""
+
+
+def load(tmp_path: Path, text: str = SPEC, sets=()):
+    path = tmp_path / "exp.toml"
+    path.write_text(text)
+    return load_experiment(path, list(sets))
+
+
+def error_of(tmp_path: Path, text: str, sets=()) -> SpecError:
+    with pytest.raises(SpecError) as info:
+        load(tmp_path, text, sets)
+    assert "\n" not in str(info.value)
+    return info.value
+
+
+def test_every_preset_loads_and_validates():
+    names = [name for name, _ in list_presets()]
+    assert "cs244" in names
+    for name in names:
+        experiment = load_preset(name)
+        assert experiment.workloads and experiment.duration_ns > 0
+        description, params = preset_info(name)
+        assert description and all(p.help for p in params)
+
+
+def test_cs244_preset_is_the_original_experiment():
+    exp = load_preset("cs244")
+    assert exp.duration_s == 60
+    h1_s0, s0_h2 = exp.topology.links
+    assert h1_s0.forward.rate_bps == 10**9 and s0_h2.forward.rate_bps == 10**7
+    assert all(d.delay_ns == 5 * 10**6 for link in exp.topology.links for d in (link.forward, link.reverse))
+    assert s0_h2.forward.queue.packets == 100 and s0_h2.forward.queue.discipline == "droptail"
+    kinds = {w.kind: w for w in exp.workloads}
+    assert isinstance(kinds["bulk"], Bulk) and kinds["bulk"].cc == "reno"
+    assert isinstance(kinds["ping"], Ping) and kinds["ping"].interval_ns == 100 * 10**6
+    web = kinds["web"]
+    assert isinstance(web, Web) and (web.count, web.every_ns, web.server, web.client) == (3, 5 * 10**9, "h1", "h2")
+    assert exp.probes.queue == ("s0->h2",)
+
+
+def test_set_changes_typed_parameters():
+    exp = load_preset("cs244", ["maxq=20", "bw_net=1.5mbit", "duration=15s", "cc=cubic"])
+    assert exp.topology.links[1].forward.queue.packets == 20  # an int, not "20"
+    assert exp.topology.links[1].forward.rate_bps == 1_500_000
+    assert exp.duration_ns == 15 * 10**9
+    assert exp.workloads[0].stop_ns == 15 * 10**9 and exp.workloads[0].cc == "cubic"
+    assert exp.params["maxq"] == 20
+
+
+def test_defaults_and_names(tmp_path):
+    exp = load(tmp_path)
+    bulk, ping = exp.workloads
+    assert (bulk.name, ping.name) == ("bulk", "ping")
+    assert (bulk.start_ns, bulk.stop_ns) == (0, 20 * 10**9)
+    assert exp.probes.tcp == "auto" and exp.probes.queue == ("h1->h2", "h2->h1")  # the lowest rate
+    twice = SPEC + '[[workloads]]\nkind = "ping"\nfrom = "h2"\nto = "h1"\n'
+    assert [w.name for w in load(tmp_path, twice).workloads] == ["bulk", "ping1", "ping2"]
+
+
+@pytest.mark.parametrize("change, field", [
+    (("duration = \"{duration}\"", ""), "duration"),                                # missing duration
+    (("cc = \"reno\"", "cc = \"reno\"\ncolour = 1"), "workloads[0].colour"),         # unknown field
+    (("kind = \"bulk\"", "kind = \"bulkk\""), "workloads[0].kind"),                  # unknown kind
+    (("to = \"h2\"\ncc", "to = \"h9\"\ncc"), "workloads[0].to"),                     # unknown host
+    (("rate = \"{rate}\"", "rate = \"-5mbit\""), "topology.links[0].rate"),           # negative rate
+    (("delay = \"5ms\"", "delay = \"5 parsecs\""), "topology.links[0].delay"),       # bad unit
+    (("interval = \"10ms\"", "interval = \"5ms\""), "workloads[1].interval"),        # below 10 ms
+    (("kind = \"ping\"", "kind = \"ping\"\nname = \"bulk\""), "workloads[1].name"),  # duplicate name
+    (("[topology.hosts.h2]", "[topology.hosts.h2]\n[topology.switches.h2]"), "topology.switches.h2"),
+    (("cc = \"reno\"", "cc = \"reno\"\nstop = \"30s\""), "workloads[0].stop"),      # after the end
+    (("cc = \"reno\"", "cc = \"reno\"\nstop = \"2.5s\""), "workloads[0].stop"),     # iperf3: whole s
+    (("rate = \"{rate}\"", "rate = \"{rte}\""), "topology.links[0].rate"),           # unknown placeholder
+    (("maxq = { default = 100", "maxq = { default = \"x\""), "params.maxq.default"),
+])
+def test_invalid_specs_name_the_field(tmp_path, change, field):
+    old, new = change
+    assert old in SPEC
+    assert error_of(tmp_path, SPEC.replace(old, new, 1)).field == field
+
+
+@pytest.mark.parametrize("sets, field", [
+    (["rat=1mbit"], "--set rat"),
+    (["rate=-1mbit"], "--set rate"),
+    (["rate=fast"], "--set rate"),
+    (["maxq=0"], "--set maxq"),
+    (["maxq=1.5"], "--set maxq"),
+    (["maxq"], "--set"),
+    (["duration=10"], "--set duration"),
+])
+def test_bad_sets_name_the_parameter(tmp_path, sets, field):
+    assert error_of(tmp_path, SPEC, sets).field == field
+
+
+def test_unknown_preset_suggests_one():
+    with pytest.raises(SpecError, match="did you mean cs244"):
+        load_preset("cs24")
+
+
+@pytest.mark.parametrize("argv, needle", [
+    (["run", "--preset", "cs244", "--set", "colour=red"], "--set colour: unknown parameter"),
+    (["run", "--preset", "nope"], "--preset: no preset"),
+    (["run"], "give a spec file or --preset"),
+    (["run", "/nonexistent.toml"], "/nonexistent.toml: no such file"),
+])
+def test_cli_errors_are_one_line_with_status_2(argv, needle):
+    proc = subprocess.run([sys.executable, "-m", "bloatlab", *argv], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and needle in lines[0] and "Traceback" not in proc.stderr

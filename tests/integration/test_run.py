@@ -183,3 +183,73 @@ def test_ctrl_c_keeps_a_partial_result_and_leaves_nothing(tmp_path):
     assert leftovers(run["network"]) == []
     assert not list(Path("/sys/kernel/tracing/instances").glob(f"bloatlab-{run['network']}*"))
     assert (out / "plots" / "rtt.png").exists()
+
+
+MIXED_SPEC = """
+duration = "6s"
+[topology.hosts.h1]
+[topology.hosts.h2]
+[topology.switches.s0]
+[[topology.links]]
+ends = ["h1", "s0"]
+rate = "100mbit"
+[[topology.links]]
+ends = ["s0", "h2"]
+rate = "10mbit"
+delay = "5ms"
+queue = { packets = 60 }
+[[workloads]]
+kind = "udp"
+from = "h1"
+to = "h2"
+rate = "3mbit"
+[[workloads]]
+kind = "bulk"
+from = "h1"
+to = "h2"
+cc = "cubic"
+buffer = "512kib"
+[[workloads]]
+kind = "ping"
+from = "h2"
+to = "h1"
+interval = "50ms"
+[probes]
+tcp = "ss"
+"""
+
+
+def test_two_runs_at_once_with_udp_and_the_ss_probe(tmp_path):
+    spec = tmp_path / "mixed.toml"
+    spec.write_text(MIXED_SPEC)
+    outs = [tmp_path / "a", tmp_path / "b"]
+    procs = [subprocess.Popen([sys.executable, "-m", "bloatlab", "run", str(spec), "--out", str(out), "--quiet"],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for out in outs]
+    results = [proc.communicate(timeout=120) for proc in procs]
+    for proc, (stdout, stderr) in zip(procs, results):
+        assert proc.returncode == 0, stderr
+    runs = [json.loads((out / "run.json").read_text()) for out in outs]
+    assert runs[0]["network"] != runs[1]["network"]
+    assert {f["port"] for f in runs[0]["flows"].values()}.isdisjoint(f["port"] for f in runs[1]["flows"].values())
+    for out, run in zip(outs, runs):
+        summary = json.loads((out / "summary.json").read_text())
+        assert run["probes"]["tcp"] == "ss"
+        assert run["probes"]["queue"] == {"s0->h2": "datapath", "h2->s0": "datapath"}  # the default: the slowest
+        assert summary["flows"]["udp"]["goodput_mbps"] == pytest.approx(3.0, rel=0.05)
+        assert summary["flows"]["bulk"]["goodput_mbps"] > 4.5  # most of what UDP leaves
+        assert summary["queue"]["s0->h2"]["max_pkts"] == 60
+        flows = {r["flow"] for r in read_csv(out / "series" / "cwnd.csv")}
+        assert flows == {"bulk"}  # one flow per run: the other run's flows are not seen
+        cwnd = [int(r["cwnd_pkts"]) for r in read_csv(out / "series" / "cwnd.csv")]
+        assert len(cwnd) >= 30 and max(cwnd) > 10  # polled at 10 Hz; the window opened
+        assert leftovers(run["network"]) == []
+
+    # The plots come back from the files alone.
+    plots = outs[0] / "plots"
+    for png in plots.glob("*.png"):
+        png.unlink()
+    proc = subprocess.run([sys.executable, "-m", "bloatlab", "plot", str(outs[0])], capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert sorted(p.name for p in plots.glob("*.png")) == ["cwnd.png", "fetch.png", "queue.png", "rtt.png",
+                                                          "throughput.png"]

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from bloatlab.errors import BloatlabError
-from bloatlab.parsers import parse_iperf3, parse_ping_replies, parse_ping_summary
+from bloatlab.parsers import parse_iperf3, parse_iperf3_intervals, parse_ping_replies, parse_ping_summary
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 
@@ -60,3 +60,16 @@ def test_iperf3_errors_are_one_line():
         parse_iperf3('{"start": {}, "intervals": [], "end": {}, "error": "unable to connect to server"}')
     with pytest.raises(BloatlabError, match="no JSON"):
         parse_iperf3("iperf3: error - the server is busy")
+
+
+def test_iperf3_server_intervals_with_arrival_times():
+    lines = (DATA / "iperf3-server-intervals.txt").read_text().splitlines()
+    rows = parse_iperf3_intervals(lines)
+    # Every interval line but the "receiver" total; headers and banners are skipped.
+    assert len(rows) == 16
+    assert rows[0] == (3733.491619, pytest.approx(2.31))
+    assert rows[5] == (3733.991569, pytest.approx(13.7))
+    assert rows[-1] == (3748.517232, pytest.approx(9.49))
+    assert all(b[0] > a[0] for a, b in zip(rows, rows[1:]))
+    assert parse_iperf3_intervals(["garbage", "1.0 [  5]   0.00-0.10   sec  1 KBytes  100 Kbits/sec"]) == [
+        (1.0, pytest.approx(0.1))]

@@ -206,7 +206,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(f"plots:   {outcome.run_dir / 'plots'}/ ({', '.join(p.name for p in outcome.plots if p.suffix == '.png')})")
     if not outcome.complete:
         print(f"bloatlab: the run is incomplete ({outcome.reason}); what was measured is kept", file=sys.stderr)
-        return 130
+        return 130 if (outcome.reason or "").startswith("interrupted") else 1
     return 0
 
 

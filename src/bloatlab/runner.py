@@ -109,6 +109,7 @@ class Run:
         self.tcp_kind = "none"
         self.qdisc_samplers: dict[str, Any] = {}
         self.errors: list[str] = []
+        self.warnings: list[str] = []
         self.incomplete_reason: str | None = None
         self.started_at = self.ended_at = None
         self.snapshots: dict[str, Any] = {}
@@ -260,6 +261,9 @@ class Run:
                 collected.ping_lost += got.ping_lost
                 collected.fetch += got.fetch
                 self.errors += got.errors
+                self.warnings += got.warnings
+        if self.errors and self.incomplete_reason is None:
+            self.incomplete_reason = f"a workload failed: {self.errors[0]}"
 
         self.dir.write_series("ping", sorted(collected.ping))
         self.dir.write_series("fetch", sorted(collected.fetch))
@@ -280,7 +284,7 @@ class Run:
         self.dir.write_json("summary.json", summary)
         self.dir.write_json("run.json", self._run_json(complete, queue_sources))
 
-        outcome = Outcome(self.dir.path, summary, complete, self.incomplete_reason, warnings=list(self.errors))
+        outcome = Outcome(self.dir.path, summary, complete, self.incomplete_reason, warnings=self.errors + self.warnings)
         if plots:
             from .plots import plot_run
 
@@ -365,6 +369,7 @@ class Run:
             "started_at": self.started_at, "ended_at": self.ended_at,
             "t0_realtime_s": self.clock.t0_real or None,
             "complete": complete, "incomplete_reason": self.incomplete_reason, "errors": self.errors,
+            "warnings": self.warnings,
             "machine": machine(), "tools": tool_versions(),
             "network": self.net.name if self.net else None,
             "links": [{"name": link["name"], "ends": link["ends"], "backend": link.get("backend_used"),

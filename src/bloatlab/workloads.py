@@ -59,7 +59,8 @@ class Collected:
     ping: list[tuple[float, float]] = field(default_factory=list)  # t_s, rtt_ms
     ping_lost: int = 0
     fetch: list[tuple[float, float, str, int]] = field(default_factory=list)  # t_s, s, workload, ok
-    errors: list[str] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)  # the workload failed: the run is incomplete
+    warnings: list[str] = field(default_factory=list)  # worth saying, but measurements (a failed fetch)
 
 
 def wait_listening(net: Network, host: str, port: int, what: str, timeout_s: float = LISTEN_TIMEOUT_S) -> None:
@@ -282,7 +283,7 @@ class WebFetches(Running):
         k = 0
         while not self.halt.is_set():
             for _ in range(self.w.count):
-                if self.halt.is_set():
+                if self.halt.is_set() or self.clock.since_t0() >= self.w.stop_ns / 1e9:
                     return
                 self._fetch(argv)
             k = max(k + 1, int((time.monotonic() - first) / period) + 1)  # skip periods already past
@@ -325,7 +326,7 @@ class WebFetches(Running):
             (self.raw / f"{self.w.name}.fetches.txt").write_text(
                 "".join(f"{t:.6f} {s:.6f} {ok}\n" for t, s, _, ok in self.rows))
             if self.failures:
-                got.errors.append(f"{self.w.name}: {len(self.failures)} failed fetches, first: {self.failures[0]}")
+                got.warnings.append(f"{self.w.name}: {len(self.failures)} failed fetches, first: {self.failures[0]}")
         return got
 
 

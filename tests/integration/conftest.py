@@ -2,6 +2,8 @@
 
 import pytest
 
+from bloatlab.datapath import find_binary
+from bloatlab.errors import MachineError
 from bloatlab.network import leftovers, remove_network
 
 
@@ -19,3 +21,11 @@ def names():
         if leftovers(name):
             remove_network(name)
         assert not leftovers(name), f"network {name} left traces behind"
+
+
+@pytest.fixture
+def datapath_binary():
+    try:
+        return find_binary()
+    except MachineError:
+        pytest.skip("bloatlab-link is not built (make setup)")

@@ -8,7 +8,7 @@ import time
 import pytest
 
 from bloatlab import netns
-from bloatlab.datapath import KIND_DEQUEUE, KIND_ENQUEUE, find_binary, read_qlog
+from bloatlab.datapath import KIND_DEQUEUE, KIND_ENQUEUE, read_qlog
 from bloatlab.errors import BloatlabError, MachineError
 from bloatlab.links import KernelBackend, available_qdiscs
 from bloatlab.network import Network, leftovers
@@ -142,12 +142,6 @@ def test_a_taken_name_is_refused_and_left_alone(names):
         assert len(leftovers("tk7")) == 5  # 2 namespaces, 2 /etc/netns dirs, the state dir
 
 
-@pytest.fixture
-def datapath_binary():
-    try:
-        return find_binary()
-    except MachineError:
-        pytest.skip("bloatlab-link is not built (make setup)")
 
 
 def test_userspace_link_delays_and_carries_arp(names, datapath_binary, tmp_path):

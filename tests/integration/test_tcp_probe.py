@@ -11,7 +11,6 @@ from pathlib import Path
 
 import pytest
 
-from bloatlab.datapath import find_binary
 from bloatlab.errors import MachineError
 from bloatlab.network import Network
 from bloatlab.probes.tcp import (INSTANCE_PREFIX, TRACEFS, SsProbe, TcpSample, TracepointProbe, read_samples,
@@ -31,12 +30,6 @@ OTHER_PORT = PORT + 1
 RUN = f"test-{os.getpid()}"
 
 
-@pytest.fixture
-def datapath_binary():
-    try:
-        return find_binary()
-    except MachineError:
-        pytest.skip("bloatlab-link is not built (make setup)")
 
 
 @pytest.fixture

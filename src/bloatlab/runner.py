@@ -123,7 +123,8 @@ class Run:
             raise BloatlabError(f"{self.dir.path} already holds a run; choose another --out or remove it",
                                 field="--out")
         check_congestion_controls(list(self.exp.workloads))
-        self.tcp_kind = choose_tcp_probe(self.exp.probes.tcp)
+        tcp_flows = any(isinstance(w, (Bulk, Web)) for w in self.exp.workloads)
+        self.tcp_kind = choose_tcp_probe(self.exp.probes.tcp) if tcp_flows else "none"
         self.dir.create()
         self.started_at = dt.datetime.now().astimezone().isoformat(timespec="seconds")
         with _Interrupts() as interrupts:
@@ -186,7 +187,11 @@ class Run:
         exp = self.exp
         ports = list(self.ports.values())
         if self.tcp_kind == "tracepoint":
-            self.tcp = tcp_probe.TracepointProbe(self.net.name, ports, self.dir.raw / "tcp_probe.txt")
+            # Senders only: a bulk flow's client sends to the server's port, a web server from it.
+            self.tcp = tcp_probe.TracepointProbe(
+                self.net.name, [], self.dir.raw / "tcp_probe.txt",
+                dports=[self.ports[w.name] for w in exp.workloads if isinstance(w, Bulk)],
+                sports=[self.ports[w.name] for w in exp.workloads if isinstance(w, Web)])
         elif self.tcp_kind == "ss":
             senders = sorted({w.src for w in exp.workloads if isinstance(w, Bulk)}
                              | {w.server for w in exp.workloads if isinstance(w, Web)})

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from bloatlab.errors import BloatlabError
 from bloatlab.parsers import TcpProbeEvent, parse_ss_tin, parse_tcp_probe, split_host_port
 from bloatlab.probes.tcp import read_samples
 
@@ -154,3 +155,12 @@ def test_split_host_port():
     for bad in ("10.0.0.1", ":80", "10.0.0.1:http"):
         with pytest.raises(ValueError):
             split_host_port(bad)
+
+
+def test_the_tracepoint_filter_can_keep_one_end_of_a_socket():
+    from bloatlab.probes.tcp import TracepointProbe
+
+    probe = TracepointProbe("r1", [5201], Path("raw.txt"), dports=[30000], sports=[40000])
+    assert probe.filter == "sport == 5201 || dport == 5201 || dport == 30000 || sport == 40000"
+    with pytest.raises(BloatlabError, match="needs the run's ports"):
+        TracepointProbe("r1", [], Path("raw.txt"))

@@ -67,8 +67,6 @@ class TcpSample:
 
 def _port_list(ports: Iterable[int]) -> list[int]:
     ports = sorted(set(ports))
-    if not ports:
-        raise BloatlabError("the TCP probe needs the run's ports; give at least one", field="ports")
     for port in ports:
         if not isinstance(port, int) or not 0 < port < 65536:
             raise BloatlabError(f"{port!r} is not a TCP port; use 1 to 65535", field="ports")
@@ -152,12 +150,17 @@ class TracepointProbe:
     kind = "tracepoint"
 
     def __init__(self, run_name: str, ports: Sequence[int], raw_path: Path, *,
+                 dports: Sequence[int] = (), sports: Sequence[int] = (),
                  buffer_kb_per_cpu: int | None = None, tracefs: Path = TRACEFS):
         if not isinstance(run_name, str) or not RUN_NAME_RE.fullmatch(run_name):
             raise BloatlabError(f"{run_name!r} cannot name a tracefs instance; use letters, digits, "
                                 "'_', '.' and '-' (at most 64)", field="name")
         self.run_name = run_name
-        self.ports = _port_list(ports)
+        # `ports` match either end of a socket; `dports` and `sports` only that end, so that a
+        # run records its senders' sockets and not the receivers' too.
+        self.ports, self.dports, self.sports = _port_list(ports), _port_list(dports), _port_list(sports)
+        if not (self.ports or self.dports or self.sports):
+            raise BloatlabError("the TCP probe needs the run's ports; give at least one", field="ports")
         self.raw_path = Path(raw_path)
         self.tracefs = tracefs
         cpus = os.cpu_count() or 1
@@ -175,8 +178,10 @@ class TracepointProbe:
 
     @property
     def filter(self) -> str:
-        """The event filter: either end of the socket on one of the run's ports."""
-        return " || ".join(f"sport == {p} || dport == {p}" for p in self.ports)
+        """The event filter: the socket's ports."""
+        terms = [f"sport == {p} || dport == {p}" for p in self.ports]
+        terms += [f"dport == {p}" for p in self.dports] + [f"sport == {p}" for p in self.sports]
+        return " || ".join(terms)
 
     @staticmethod
     def available(tracefs: Path = TRACEFS) -> str | None:
@@ -337,6 +342,8 @@ class SsProbe:
         for host in self.hosts:
             net.namespace(host)  # an unknown host fails now, not in the thread
         self.ports = _port_list(ports)
+        if not self.ports:
+            raise BloatlabError("the TCP probe needs the run's ports; give at least one", field="ports")
         self.raw_path = Path(raw_path)
         self.interval_s = interval_s
         self.polls = 0  # ss calls that succeeded

@@ -125,7 +125,11 @@ class Run:
         check_congestion_controls(list(self.exp.workloads))
         tcp_flows = any(isinstance(w, (Bulk, Web)) for w in self.exp.workloads)
         self.tcp_kind = choose_tcp_probe(self.exp.probes.tcp) if tcp_flows else "none"
-        self.dir.create()
+        try:
+            self.dir.create()
+        except OSError as e:
+            raise BloatlabError(f"cannot create {self.dir.path}: {e.strerror}; choose a writable directory",
+                                field="--out") from None
         self.started_at = dt.datetime.now().astimezone().isoformat(timespec="seconds")
         with _Interrupts() as interrupts:
             failure: BaseException | None = None

@@ -244,14 +244,19 @@ def cmd_plot(args: argparse.Namespace) -> int:
 def cmd_compare(args: argparse.Namespace) -> int:
     from .results import summary_table
 
-    columns = []
+    runs = []
     for run_dir in args.dirs:
         summary_path, run_path = run_dir / "summary.json", run_dir / "run.json"
         if not summary_path.exists() or not run_path.exists():
             raise BloatlabError(f"{run_dir} is not a bloatlab run directory (no summary.json/run.json)", field="DIR")
-        run = json.loads(run_path.read_text())
-        label = " ".join(f"{k}={v}" for k, v in run.get("params", {}).items()) or run_dir.name
-        columns.append((label, json.loads(summary_path.read_text())))
+        runs.append((run_dir, json.loads(run_path.read_text()).get("params", {}), json.loads(summary_path.read_text())))
+    # Label each column by the parameters that differ between the runs.
+    differ = [k for k in runs[0][1] if len({json.dumps(params.get(k)) for _, params, _ in runs}) > 1]
+    columns = [(" ".join(f"{k}={params.get(k)}" for k in differ) or run_dir.name, summary)
+               for run_dir, params, summary in runs]
+    same = {k: v for k, v in runs[0][1].items() if k not in differ}
+    if same and len(runs) > 1:
+        print("common: " + " ".join(f"{k}={v}" for k, v in same.items()) + "\n")
     print(summary_table(columns))
     return 0
 

@@ -244,6 +244,10 @@ def test_two_runs_at_once_with_udp_and_the_ss_probe(tmp_path):
         assert len(cwnd) >= 30 and max(cwnd) > 10  # polled at 10 Hz; the window opened
         assert leftovers(run["network"]) == []
 
+    proc = subprocess.run([sys.executable, "-m", "bloatlab", "compare", *map(str, outs)], capture_output=True,
+                          text=True, timeout=60)
+    assert proc.returncode == 0 and "udp goodput" in proc.stdout and proc.stdout.count("Mbit/s") >= 4
+
     # The plots come back from the files alone.
     plots = outs[0] / "plots"
     for png in plots.glob("*.png"):

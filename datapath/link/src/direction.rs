@@ -11,7 +11,7 @@ use bloatlab_core::qdisc::QueueStats;
 use bloatlab_core::stats::DirectionStats;
 use bloatlab_core::{DirectionConfig, Instant, Pipeline};
 
-use crate::clock::{monotonic_now, realtime_offset_ns};
+use crate::clock::{monotonic_now, realtime_offset_ns, WakeupLead};
 use crate::socket::{PacketSocket, RxRing, TxBatch};
 
 /// Frames taken from the ring per clock reading.
@@ -19,6 +19,12 @@ const RX_BATCH: usize = 64;
 /// Longest sleep, so a stop request is seen promptly even on an idle link.
 const MAX_WAIT_NS: u64 = 50_000_000;
 const PUBLISH_EVERY_NS: u64 = 100_000_000;
+/// The most a thread wakes before a departure to spin, however late its wake-ups come.
+const MAX_LEAD_NS: u64 = 500_000;
+/// A transmit path idle this long is walked once (PacketSocket::warm) before the next send,
+/// if that is due no sooner than the walk itself takes on a cold path.
+const WARM_AFTER_IDLE_NS: u64 = 500_000;
+const WARM_TAKES_NS: u64 = 15_000;
 
 /// Lateness of departures against their due time, in 1 us buckets up to 100 ms.
 #[derive(Clone)]
@@ -72,6 +78,8 @@ fn arrival_time(stamp_real_ns: u64, rt_offset: i64, last: Instant, read_at: Inst
 struct SpinBudget {
     window_start: u64,
     spun_ns: u64,
+    /// When the thread last chose to spin on, while it has not slept since.
+    spinning_since: Option<u64>,
 }
 
 impl SpinBudget {
@@ -84,8 +92,16 @@ impl SpinBudget {
         }
         (self.spun_ns as f64) < Self::MAX_SHARE * Self::WINDOW_NS as f64
     }
-    fn spun(&mut self, ns: u64) {
-        self.spun_ns += ns;
+    /// The thread spins on at `now`: all the time since its previous choice to spin counts,
+    /// the turn of the loop it ran meanwhile included, not only the pause.
+    fn spin_at(&mut self, now: u64) {
+        if let Some(since) = self.spinning_since {
+            self.spun_ns += now.saturating_sub(since);
+        }
+        self.spinning_since = Some(now);
+    }
+    fn sleeps(&mut self) {
+        self.spinning_since = None;
     }
 }
 
@@ -109,7 +125,8 @@ pub struct Direction {
     pub tx_batch: TxBatch,
     pub log: Option<BufWriter<File>>,
     pub shared: Arc<Mutex<Snapshot>>,
-    /// How long before a departure to stop sleeping and spin.
+    /// How long before a departure to stop sleeping and spin, at least: the thread wakes
+    /// earlier where its wake-ups come later than that (clock::WakeupLead).
     pub spin_ns: u64,
     /// SCHED_FIFO priority for this thread (0: normal scheduling).
     pub rt_priority: i32,
@@ -132,6 +149,8 @@ impl Direction {
         let (mut rx_overrun, mut tx_error) = (0u64, 0u64);
         let mut last_publish = Instant::ZERO;
         let mut spin = SpinBudget::default();
+        let mut wakeup = WakeupLead::new(self.spin_ns, MAX_LEAD_NS.max(self.spin_ns));
+        let mut last_tx_ns = 0u64; // when this thread last handed frames to the kernel
         let mut rt_offset = realtime_offset_ns();
         while !stop.load(Ordering::Relaxed) {
             // Arrivals first, each at the time the kernel received it rather than when this
@@ -149,6 +168,9 @@ impl Direction {
             }
             let now = monotonic_now();
             pipe.poll(now, &mut out);
+            if !out.is_empty() {
+                last_tx_ns = now.nanos();
+            }
             tx_error += self.send(&mut out, &mut late);
             if let Some(w) = self.log.as_mut() {
                 pipe.take_events(&mut events);
@@ -161,17 +183,23 @@ impl Direction {
                 self.publish(&pipe, rx_overrun, tx_error, &late);
                 last_publish = now;
             }
-            // Timer wake-ups run tens of microseconds late on a VM: sleep until `spin_ns`
-            // before a departure, then spin (still taking arrivals) for the rest. Other
-            // deadlines (a frame done serialising with delay still ahead) need no punctuality.
+            // Timer wake-ups run tens of microseconds late on a VM, later after long sleeps:
+            // sleep until the learnt lead (at least `spin_ns`) before a departure, then spin
+            // (still taking arrivals) for the rest. Other deadlines (a frame done serialising
+            // with delay still ahead) need no punctuality. With spin_ns 0 the thread only sleeps.
             let now = monotonic_now().nanos();
             let until = |t: Option<Instant>| t.map_or(MAX_WAIT_NS, |t| t.nanos().saturating_sub(now));
             let (to_deadline, to_departure) = (until(pipe.next_deadline()), until(pipe.next_departure()));
-            let sleep = if to_departure > self.spin_ns {
-                to_deadline.min(to_departure - self.spin_ns)
+            let lead = if self.spin_ns == 0 { 0 } else { wakeup.lead_ns(to_departure, now) };
+            let sleep = if to_departure > lead {
+                to_deadline.min(to_departure - lead)
             } else if spin.allows(Instant(now)) {
+                if now.saturating_sub(last_tx_ns) >= WARM_AFTER_IDLE_NS && to_departure >= WARM_TAKES_NS {
+                    self.tx.warm();
+                    last_tx_ns = now;
+                }
+                spin.spin_at(now);
                 std::hint::spin_loop();
-                spin.spun(monotonic_now().nanos() - now);
                 continue;
             } else {
                 to_departure
@@ -179,7 +207,15 @@ impl Direction {
             if sleep == 0 {
                 continue;
             }
-            self.rx.socket().wait(Some(sleep.min(MAX_WAIT_NS)));
+            let sleep = sleep.min(MAX_WAIT_NS);
+            spin.sleeps();
+            if !self.rx.socket().wait(Some(sleep)) {
+                // Woken by the timer, not by a frame: how late it came, for the lead of
+                // departures as far ahead as this one (or of sleeps this long).
+                let ahead = if sleep + lead == to_departure { to_departure } else { sleep };
+                let woke = monotonic_now().nanos();
+                wakeup.record(ahead, woke.saturating_sub(now + sleep), woke);
+            }
         }
         if let Some(w) = self.log.as_mut() {
             pipe.take_events(&mut events);

@@ -1,0 +1,96 @@
+"""The link benchmark's arithmetic and verdicts: what goodput is counted from, and when a
+target is missed. Pure functions, exact expectations; the runs themselves need root."""
+
+import pytest
+
+from bloatlab.bench import (
+    Case,
+    CaseResult,
+    DeliveredSample,
+    delivered_bytes,
+    goodput_mbps,
+    received_mbps,
+    render,
+    verdicts,
+)
+
+# `ss -tinH state established "dport = :5201"` in the iperf3 client's namespace, captured two
+# seconds into a cubic flow over a 10 Mbit/s userspace link: the control connection (bbr, the
+# machine's default) and the data connection. With a state filter ss prints no state column.
+SS_CLIENT = (
+    "0      0      10.0.0.1:57642 10.0.0.2:5201\n"
+    "\t bbr wscale:10,10 rto:204 rtt:0.25/0.099 ato:40 mss:1448 pmtu:1500 rcvmss:536 advmss:1448 cwnd:13 "
+    "bytes_sent:185 bytes_acked:186 bytes_received:4 segs_out:8 segs_in:7 data_segs_out:3 data_segs_in:4 "
+    "bbr:(bw:75220112bps,mrtt:0.184,pacing_gain:2.88672,cwnd_gain:2.88672) send 602368000bps lastsnd:2004 "
+    "lastrcv:2000 lastack:2000 pacing_rate 1318936408bps delivery_rate 75220776bps delivered:4 app_limited "
+    "rcv_space:14480 rcv_ssthresh:64088 minrtt:0.184 snd_wnd:65536\n"
+    "0      421368 10.0.0.1:57650 10.0.0.2:5201\n"
+    "\t cubic wscale:10,10 rto:320 rtt:117.689/0.839 mss:1448 pmtu:1500 rcvmss:536 advmss:1448 cwnd:103 "
+    "ssthresh:21 bytes_sent:2539829 bytes_acked:2390686 segs_out:1757 segs_in:965 data_segs_out:1755 "
+    "send 10138178bps lastrcv:2004 pacing_rate 12165768bps delivery_rate 9563304bps delivered:1653 "
+    "busy:2000ms unacked:103 rcv_space:14480 rcv_ssthresh:64088 notsent:272224 minrtt:0.134 "
+    "snd_wnd:308224                                                                          \n"
+)
+
+
+def test_delivered_bytes_counts_the_data_connection_in_segments_of_its_mss():
+    assert delivered_bytes(SS_CLIENT, 5201) == 1653 * 1448
+    # tcpi_delivered counts the SYN as well: within a segment of bytes_acked.
+    assert abs(delivered_bytes(SS_CLIENT, 5201) - 2390686) < 2 * 1448
+
+
+def test_delivered_bytes_without_a_connection_is_unknown():
+    assert delivered_bytes("", 5201) is None
+    assert delivered_bytes(SS_CLIENT, 5301) is None  # another port
+    no_info = "0      0      10.0.0.1:57642 10.0.0.2:5201\n"
+    assert delivered_bytes(no_info, 5201) is None
+
+
+def test_goodput_is_the_delivered_payload_over_the_sampled_window():
+    window = [DeliveredSample(100.0, 0.004, 1_000_000), DeliveredSample(105.0, 0.006, 7_250_000)]
+    assert goodput_mbps(window) == pytest.approx(6_250_000 * 8 / 5 / 1e6)
+
+
+@pytest.mark.parametrize("window", [[], [DeliveredSample(1.0, 0.0, 10)],
+                                    [DeliveredSample(1.0, 0.0, 10), DeliveredSample(1.0, 0.0, 20)]])
+def test_goodput_needs_two_samples_apart(window):
+    assert goodput_mbps(window) is None
+
+
+def test_udp_throughput_counts_the_receivers_whole_intervals_after_the_start():
+    # The server's intervals of a real 4 s run at 11 Mbit/s into 10 Mbit/s with 10 ms each way.
+    report = {"intervals": [{"sum": {"start": start, "seconds": seconds, "bytes": n}} for start, seconds, n in [
+        (0.0, 1.0, 1189376),  # left out: before after_s, slow start of the queue
+        (1.0, 1.0, 1214400), (2.0, 1.0, 1215872), (3.0, 1.0, 1215872),
+        (4.0, 0.245, 172224),  # left out: partial, and partly after the last datagram
+    ]]}
+    assert received_mbps(report, after_s=1) == pytest.approx((1214400 + 2 * 1215872) * 8 / 3 / 1e6)
+    assert received_mbps({}, after_s=1) is None
+
+
+def result(goodput_mbps: float | None, rate_bps: int = 1_500_000) -> CaseResult:
+    capacity = rate_bps * 1448 / 1514 / 1e6
+    return CaseResult(Case("userspace", rate_bps, 0), queue_pkts=100, min_rtt_ms=1.06,
+                      expected_min_rtt_ms=1.045, tcp_goodput_mbps=goodput_mbps, tcp_capacity_mbps=capacity,
+                      unintended_drops=0)
+
+
+@pytest.mark.parametrize("share, verdict", [(0.995, "ok  "), (0.9705, "ok  "), (1.0295, "ok  "),
+                                            (0.96, "MISS"), (1.09, "MISS")])
+def test_goodput_must_be_within_three_percent_either_way(share, verdict):
+    r = result(share * 1.5 * 1448 / 1514)
+    line = next(v for v in verdicts([r]) if "TCP goodput" in v)
+    assert line.startswith(verdict), line
+
+
+def test_a_goodput_not_measured_is_a_miss_and_prints_as_a_dash():
+    r = result(None)
+    assert any(v.startswith("MISS TCP goodput not measured") for v in verdicts([r]))
+    head, _, row = render([r]).splitlines()[:3]
+    assert "|          -      -% |" in row
+    assert len(row) == len(head)  # the dashes keep the columns in place
+
+
+def test_the_table_says_what_goodput_is():
+    text = render([result(1.43)])
+    assert "tcpi_delivered" in text and "rate x 1448/1514" in text

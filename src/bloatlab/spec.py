@@ -76,45 +76,35 @@ class Workload:
     def window_s(self) -> float:
         return (self.stop_ns - self.start_ns) / 1e9
 
-    def hosts(self) -> tuple[str, str]:
-        raise NotImplementedError
-
 
 @dataclass(frozen=True)
-class Bulk(Workload):
-    """A long-lived TCP flow, iperf3 client in src, server in dst."""
+class FromTo(Workload):
+    """Traffic from host `src` to host `dst` (the spec's `from` and `to`)."""
 
     src: str = ""
     dst: str = ""
+
+
+@dataclass(frozen=True)
+class Bulk(FromTo):
+    """A long-lived TCP flow, iperf3 client in src, server in dst."""
+
     cc: str = "cubic"
     buffer_bytes: int | None = None  # socket buffer (iperf3 -w); None: the kernel's autotuning
 
-    def hosts(self) -> tuple[str, str]:
-        return self.src, self.dst
-
 
 @dataclass(frozen=True)
-class Udp(Workload):
+class Udp(FromTo):
     """iperf3 UDP at a constant rate from src to dst."""
 
-    src: str = ""
-    dst: str = ""
     rate_bps: int = 0
-
-    def hosts(self) -> tuple[str, str]:
-        return self.src, self.dst
 
 
 @dataclass(frozen=True)
-class Ping(Workload):
+class Ping(FromTo):
     """ICMP echo from src to dst every interval."""
 
-    src: str = ""
-    dst: str = ""
     interval_ns: int = 100 * 10**6
-
-    def hosts(self) -> tuple[str, str]:
-        return self.src, self.dst
 
 
 @dataclass(frozen=True)
@@ -130,9 +120,6 @@ class Web(Workload):
     count: int = 3
     timeout_ns: int = 30 * 10**9
     cc: str = "cubic"
-
-    def hosts(self) -> tuple[str, str]:
-        return self.server, self.client
 
 
 @dataclass(frozen=True)

@@ -76,6 +76,11 @@ FEATURES: dict[str, str] = {
     "queue_droptail_packets": "queue droptail (packets)",
     "queue_droptail_bytes": "queue droptail (bytes)",
     "queue_drophead": "queue drophead",
+    "queue_codel": "queue codel",
+    "queue_fq_codel": "queue fq_codel",
+    "queue_red_bytes": "queue red (bytes)",
+    "queue_red_packets": "queue red (packets)",
+    "queue_pie": "queue pie",
     "trace": "trace-driven rate",
 }
 KERNEL_NEEDS: dict[str, tuple[str, ...]] = {
@@ -86,6 +91,13 @@ KERNEL_NEEDS: dict[str, tuple[str, ...]] = {
     "queue_droptail_packets": ("pfifo",),
     "queue_droptail_bytes": ("bfifo",),
     "queue_drophead": ("pfifo_head_drop",),
+    # The AQM qdiscs; links.kernel_needs says which of their settings the kernel backend
+    # refuses besides (docs/queues.md).
+    "queue_codel": ("codel",),
+    "queue_fq_codel": ("fq_codel",),
+    "queue_red_bytes": ("red",),
+    "queue_red_packets": (),  # Linux red counts bytes
+    "queue_pie": ("pie",),
     "trace": (),
 }
 

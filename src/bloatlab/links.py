@@ -15,7 +15,8 @@ from typing import ClassVar
 from . import doctor, netns
 from .datapath import Datapath, direction_config, write_config
 from .errors import MachineError, SpecError
-from .topology import MTU_FRAME_BYTES, DirectionSpec, LinkSpec, Topology
+from .topology import MTU_FRAME_BYTES, QUEUE_DEFAULTS, DirectionSpec, LinkSpec, QueueSpec, Topology, \
+    resolve_queue_params
 
 U32_MAX = 2**32 - 1
 DIRECTIONS = ("forward", "reverse")
@@ -39,6 +40,7 @@ class KernelNeed:
     what: str  # for messages: "delay"
     qdisc: str | None  # None: no kernel qdisc can do it faithfully
     why_not: str = ""  # when qdisc is None
+    fix: str = ""  # when qdisc is None and there is more to do than to leave the kernel backend
 
 
 def kernel_needs(direction: DirectionSpec, which: str) -> list[KernelNeed]:
@@ -68,11 +70,67 @@ def kernel_needs(direction: DirectionSpec, which: str) -> list[KernelNeed]:
                                     "pfifo_head_drop limits packets, not bytes"))
         else:
             needs.append(KernelNeed(f"{which}.queue", "drophead", "pfifo_head_drop"))
+    elif queue.discipline in AQM_QDISCS:
+        needs += _aqm_needs(queue, direction.rate_bps, which)
     elif queue.bytes is not None:
         needs.append(KernelNeed(f"{which}.queue", "a byte limit", "bfifo"))
     else:
         needs.append(KernelNeed(f"{which}.queue", "a packet limit", "pfifo"))
     return needs
+
+
+# The AQM disciplines and the Linux qdisc of each (the same names).
+AQM_QDISCS = {"codel": "codel", "fq_codel": "fq_codel", "red": "red", "pie": "pie"}
+# tc's pie reads alpha and beta as whole numbers 0..32 in units of 1/16 per second.
+PIE_TC_SCALE = 16
+PIE_TC_MAX = 32
+FQ_CODEL_MIN_QUANTUM_BYTES = 256  # Linux raises a smaller quantum to this
+
+
+def _aqm_needs(queue: QueueSpec, rate_bps: int | None, which: str) -> list[KernelNeed]:
+    """The qdisc an AQM queue needs, or what about it the Linux qdisc cannot do as asked."""
+    qdisc = AQM_QDISCS[queue.discipline]
+    field = f"{which}.queue"
+    what = f"this {qdisc} queue"
+    params = resolve_queue_params(queue, rate_bps)
+    refusals = []
+
+    def refuse(key: str, why_not: str, fix: str = "") -> None:
+        refusals.append(KernelNeed(f"{field}.{key}" if key else field, what, None, why_not, fix))
+
+    if qdisc == "red":
+        if queue.bytes is None:
+            refuse("", "Linux red counts bytes and this queue is limited in packets",
+                   'give the limit in bytes (e.g. bytes = "150kb", with min and max in bytes too) '
+                   'or use backend = "userspace"')
+        if params["gentle"]:
+            refuse("gentle", "Linux red has no gentle mode", 'drop gentle or use backend = "userspace"')
+        elif queue.bytes is not None and params["burst_pkts"] * params["avpkt_bytes"] < params["min"]:
+            # tc derives red's averaging weight from burst, and refuses a burst below min / avpkt.
+            least = -(-params["min"] // params["avpkt_bytes"])
+            refuse("burst", f"tc needs burst >= min / avpkt ({least} packets) to derive red's averaging weight",
+                   f'raise burst to at least {least} or use backend = "userspace"')
+    elif queue.bytes is not None:
+        refuse("", f"Linux {qdisc} limits packets, not bytes",
+               'give the limit in packets (e.g. packets = 1000) or use backend = "userspace"')
+    if qdisc == "pie":
+        for key in ("alpha", "beta"):
+            scaled = params[key] * PIE_TC_SCALE  # exact: a multiple of 1/16 is exact in binary
+            if not scaled.is_integer() or scaled > PIE_TC_MAX:
+                refuse(key, f"tc's pie takes {key} in steps of 1/16 from 0 to 2, and {params[key]:g} is not one",
+                       f"write a multiple of 0.0625 up to 2 (e.g. {QUEUE_DEFAULTS['pie'][key]:g}) "
+                       'or use backend = "userspace"')
+        fixed = {"max_burst_ns": ("max_burst", "Linux pie's burst allowance is fixed at 150 ms"),
+                 "ecn_prob": ("ecn_prob", "Linux pie marks ECN only up to a fixed 10% drop probability")}
+        for json, (key, why_not) in fixed.items():
+            if json == "ecn_prob" and not params["ecn"]:
+                continue  # without ECN the threshold has nothing to decide
+            if params[json] != QUEUE_DEFAULTS["pie"][json]:
+                refuse(key, why_not, f'leave {key} out or use backend = "userspace"')
+    if qdisc == "fq_codel" and params["quantum_bytes"] < FQ_CODEL_MIN_QUANTUM_BYTES:
+        refuse("quantum", f"Linux fq_codel raises a quantum below {FQ_CODEL_MIN_QUANTUM_BYTES} bytes to that",
+               f'write a quantum of at least {FQ_CODEL_MIN_QUANTUM_BYTES} or use backend = "userspace"')
+    return refusals or [KernelNeed(field, f"a {qdisc} queue", qdisc)]
 
 
 def available_qdiscs() -> dict[str, bool]:
@@ -95,8 +153,8 @@ def choose_backend(link: LinkSpec, kernel_qdiscs: dict[str, bool], index: int | 
     field = f"links[{index}].backend" if index is not None else f"link {link.name}: backend"
     fix = 'use backend = "userspace" or "auto"'
     if need.qdisc is None:
-        raise SpecError(f"the kernel backend cannot serve {need.what} ({need.field}): {need.why_not}; {fix}",
-                        field=field)
+        raise SpecError(f"the kernel backend cannot serve {need.what} ({need.field}): {need.why_not}; "
+                        f"{need.fix or fix}", field=field)
     raise MachineError(f"the kernel backend needs the {need.qdisc} qdisc for {need.what}, and this kernel "
                        f"has none (see bloatlab doctor); {fix}", field=field)
 
@@ -173,9 +231,38 @@ def _leaf_qdisc(d: DirectionSpec) -> list[str]:
         return args
     if q.discipline == "drophead":
         return ["pfifo_head_drop", "limit", str(q.packets)]
+    if q.discipline in AQM_QDISCS:
+        return _aqm_qdisc(q, d.rate_bps)
     if q.bytes is not None:
         return ["bfifo", "limit", str(q.bytes)]
     return ["pfifo", "limit", str(q.packets if q.packets is not None else U32_MAX)]
+
+
+def _aqm_qdisc(q: QueueSpec, rate_bps: int | None) -> list[str]:
+    """tc arguments for an AQM leaf, every parameter written out (kernel_needs has refused what the
+    kernel qdisc cannot do). ECN is the qdisc's own: it marks ECT packets, drops the others."""
+    refused = [need for need in _aqm_needs(q, rate_bps, "") if need.qdisc is None]
+    if refused:
+        raise ValueError(f"no tc command for {refused[0].what}: {refused[0].why_not} (choose_backend refuses it)")
+    p = resolve_queue_params(q, rate_bps)
+    ecn = "ecn" if p["ecn"] else "noecn"
+    if q.discipline == "codel":
+        return ["codel", "limit", str(q.packets), "target", _tc_time(p["target_ns"]),
+                "interval", _tc_time(p["interval_ns"]), ecn]
+    if q.discipline == "fq_codel":
+        return ["fq_codel", "limit", str(q.packets), "flows", str(p["flows"]), "quantum", str(p["quantum_bytes"]),
+                "target", _tc_time(p["target_ns"]), "interval", _tc_time(p["interval_ns"]), ecn,
+                "memory_limit", str(p["memory_limit_bytes"]), "drop_batch", str(p["drop_batch"])]
+    if q.discipline == "pie":
+        args = ["pie", "limit", str(q.packets), "target", _tc_time(p["target_ns"]),
+                "tupdate", _tc_time(p["tupdate_ns"]),
+                "alpha", str(int(p["alpha"] * PIE_TC_SCALE)), "beta", str(int(p["beta"] * PIE_TC_SCALE)),
+                ecn, "bytemode" if p["bytemode"] else "nobytemode"]
+        return args + (["dq_rate_estimator"] if p["dq_rate_estimator"] else [])
+    args = ["red", "limit", str(q.bytes), "min", str(p["min"]), "max", str(p["max"]),
+            "avpkt", str(p["avpkt_bytes"]), "burst", str(p["burst_pkts"]),
+            "probability", f"{p['probability']:.12g}", "bandwidth", f"{p['bandwidth_bps']}bit"]
+    return args + [flag for flag in ("ecn", "harddrop", "adaptive") if p[flag]]
 
 
 def _tc_time(ns: int) -> str:

@@ -7,9 +7,11 @@ veths and datapath processes.
 from __future__ import annotations
 
 import difflib
+import math
 import re
 import tomllib
 from dataclasses import dataclass, field
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +30,106 @@ from bloatlab.units import (
 MTU_FRAME_BYTES = 1514
 
 BACKENDS = ("auto", "userspace", "kernel")
-DISCIPLINES = ("droptail", "drophead")
+DISCIPLINES = ("droptail", "drophead", "codel", "fq_codel", "red", "pie")
+DISCIPLINE_ALIASES = {"taildrop": "droptail"}  # other names a discipline goes by -> its name here
+
+_MS = 10**6
+
+# Every queue parameter's default, by discipline, under its datapath JSON name; "packets" is the
+# limit when the spec gives neither packets nor bytes. The Rust datapath holds the same table and
+# fills in whatever a config leaves out; the kernel backend writes every value out to tc.
+# None: derived from other values, see resolve_queue_params(). Sources in docs/queues.md.
+QUEUE_DEFAULTS: dict[str, dict[str, Any]] = {
+    "droptail": {"packets": 1000},  # Linux txqueuelen
+    "drophead": {"packets": 1000},
+    "codel": {  # Linux sch_codel, RFC 8289
+        "packets": 1000, "target_ns": 5 * _MS, "interval_ns": 100 * _MS, "ecn": False,
+        "mtu_bytes": MTU_FRAME_BYTES,  # not settable: below one frame of backlog CoDel never drops
+    },
+    "fq_codel": {  # Linux sch_fq_codel, RFC 8290
+        "packets": 10240, "target_ns": 5 * _MS, "interval_ns": 100 * _MS, "ecn": True, "flows": 1024,
+        "quantum_bytes": MTU_FRAME_BYTES, "memory_limit_bytes": 32 * 2**20, "drop_batch": 64,
+    },
+    "red": {  # Linux sch_red with tc's defaults, Floyd & Jacobson 1993
+        "packets": 1000,
+        "min": None,  # max / 3, in the limit's unit
+        "max": None,  # limit / 4, in the limit's unit
+        "avpkt_bytes": 1000,
+        "burst_pkts": None,  # (2 * min_bytes + max_bytes) / (3 * avpkt_bytes), at least 1
+        "probability": 0.02,
+        "bandwidth_bps": None,  # the direction's rate; RED_IDLE_BANDWIDTH_BPS if it has none
+        "ecn": False, "harddrop": False, "adaptive": False, "gentle": False,
+    },
+    "pie": {  # Linux sch_pie, RFC 8033
+        "packets": 1000, "target_ns": 15 * _MS, "tupdate_ns": 15 * _MS, "alpha": 0.125, "beta": 1.25,
+        "max_burst_ns": 150 * _MS, "ecn": False, "ecn_prob": 0.1, "bytemode": False,
+        "dq_rate_estimator": False,
+    },
+}
+RED_IDLE_BANDWIDTH_BPS = 10_000_000  # tc's red bandwidth when none is given
+
+
+@dataclass(frozen=True)
+class QueueParam:
+    """One settable queue parameter: its TOML key, its datapath JSON name and how it is read."""
+
+    key: str  # in the spec: queue = { target = "5ms" }
+    json: str  # in the datapath config and QueueSpec.params: "target_ns"
+    kind: str  # duration | size | rate | bool | count | ratio | probability | threshold
+    low: int = 1  # count: smallest value
+    high: int = 0  # count: largest value
+
+
+def _params(*params: QueueParam) -> dict[str, QueueParam]:
+    return {p.key: p for p in params}
+
+
+_TARGET = QueueParam("target", "target_ns", "duration")
+_INTERVAL = QueueParam("interval", "interval_ns", "duration")
+_ECN = QueueParam("ecn", "ecn", "bool")
+MAX_FQ_FLOWS = 65536
+MAX_DROP_BATCH = 1024
+MAX_QUEUE_PACKETS = 1_000_000
+MAX_QUEUE_BYTES = 2**30
+MAX_QUEUE_DURATION_NS = 10 * 10**9
+
+# The parameters each discipline takes, besides discipline, packets and bytes, in doc order.
+QUEUE_PARAMS: dict[str, dict[str, QueueParam]] = {
+    "droptail": {},
+    "drophead": {},
+    "codel": _params(_TARGET, _INTERVAL, _ECN),
+    "fq_codel": _params(
+        _TARGET, _INTERVAL, _ECN,
+        QueueParam("flows", "flows", "count", 1, MAX_FQ_FLOWS),
+        QueueParam("quantum", "quantum_bytes", "size"),
+        QueueParam("memory_limit", "memory_limit_bytes", "size"),
+        QueueParam("drop_batch", "drop_batch", "count", 1, MAX_DROP_BATCH),
+    ),
+    "red": _params(
+        QueueParam("min", "min", "threshold"),
+        QueueParam("max", "max", "threshold"),
+        QueueParam("avpkt", "avpkt_bytes", "size"),
+        QueueParam("burst", "burst_pkts", "count", 1, MAX_QUEUE_PACKETS),
+        QueueParam("probability", "probability", "probability"),
+        QueueParam("bandwidth", "bandwidth_bps", "rate"),
+        _ECN,
+        QueueParam("harddrop", "harddrop", "bool"),
+        QueueParam("adaptive", "adaptive", "bool"),
+        QueueParam("gentle", "gentle", "bool"),
+    ),
+    "pie": _params(
+        _TARGET,
+        QueueParam("tupdate", "tupdate_ns", "duration"),
+        QueueParam("alpha", "alpha", "ratio"),
+        QueueParam("beta", "beta", "ratio"),
+        QueueParam("max_burst", "max_burst_ns", "duration"),
+        _ECN,
+        QueueParam("ecn_prob", "ecn_prob", "probability"),
+        QueueParam("bytemode", "bytemode", "bool"),
+        QueueParam("dq_rate_estimator", "dq_rate_estimator", "bool"),
+    ),
+}
+QUEUE_KEYS = ("discipline", "packets", "bytes")  # what every queue takes
 
 
 @dataclass(frozen=True)
@@ -38,9 +139,53 @@ class QueueSpec:
     discipline: str = "droptail"  # one of DISCIPLINES
     packets: int | None = 1000  # limit in packets (exclusive with bytes); 1000 = Linux txqueuelen
     bytes: int | None = None  # limit in bytes of Ethernet frames
+    # The discipline's parameters the spec set, under their datapath JSON names, in their units
+    # ("target_ns": 5000000); the datapath fills in QUEUE_DEFAULTS for the rest.
+    params: dict[str, Any] = field(default_factory=dict, hash=False)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"discipline": self.discipline, "packets": self.packets, "bytes": self.bytes}
+        """The datapath config's "queue" object (docs/datapath.md, docs/queues.md)."""
+        return {"discipline": self.discipline, "packets": self.packets, "bytes": self.bytes, **self.params}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> QueueSpec:
+        """The inverse of to_dict()."""
+        params = {key: value for key, value in data.items() if key not in QUEUE_KEYS}
+        return cls(discipline=data["discipline"], packets=data.get("packets"), bytes=data.get("bytes"),
+                   params=params)
+
+
+def resolve_queue_params(queue: QueueSpec, rate_bps: int | None) -> dict[str, Any]:
+    """Every parameter of the queue's discipline: what the spec set over QUEUE_DEFAULTS, with the
+    derived defaults computed as the datapath computes them. `rate_bps` is the direction's rate."""
+    resolved = {key: value for key, value in QUEUE_DEFAULTS[queue.discipline].items() if key != "packets"}
+    resolved.update(queue.params)
+    if queue.discipline == "red":
+        resolved["min"], resolved["max"] = red_thresholds(queue)
+        if resolved["burst_pkts"] is None:
+            resolved["burst_pkts"] = red_default_burst(queue, resolved["min"], resolved["max"],
+                                                       resolved["avpkt_bytes"])
+        if resolved["bandwidth_bps"] is None:
+            resolved["bandwidth_bps"] = rate_bps if rate_bps is not None else RED_IDLE_BANDWIDTH_BPS
+    return resolved
+
+
+def red_thresholds(queue: QueueSpec) -> tuple[int, int]:
+    """RED's (min, max) in the limit's unit, tc's defaults for those not set: max = limit / 4,
+    min = max / 3, in whole units (integer division, as tc computes them)."""
+    limit = queue.bytes if queue.bytes is not None else queue.packets
+    assert limit is not None
+    max_ = queue.params.get("max", limit // 4)
+    min_ = queue.params.get("min", max_ // 3)
+    return min_, max_
+
+
+def red_default_burst(queue: QueueSpec, min_: int, max_: int, avpkt_bytes: int) -> int:
+    """tc's burst: (2 * min + max) / (3 * avpkt) with the thresholds in bytes, at least 1 packet.
+    With a packet limit the thresholds count packets of avpkt bytes, so avpkt cancels out."""
+    if queue.bytes is None:
+        return max(1, (2 * min_ + max_) // 3)
+    return max(1, (2 * min_ + max_) // (3 * avpkt_bytes))
 
 
 @dataclass(frozen=True)
@@ -142,13 +287,10 @@ class Topology:
 NODE_NAME_RE = re.compile(r"[a-z][a-z0-9_]{0,9}")
 LINK_NAME_RE = re.compile(r"[a-z][a-z0-9_-]{0,30}")
 MAX_DELAY_NS = 10 * 10**9
-MAX_QUEUE_PACKETS = 1_000_000
-MAX_QUEUE_BYTES = 2**30
 
 TOPOLOGY_KEYS = ("seed", "hosts", "switches", "links")
 DIRECTION_KEYS = ("rate", "trace", "delay", "jitter", "loss", "queue")
 LINK_KEYS = ("name", "ends", *DIRECTION_KEYS, "backend", "forward", "reverse")
-QUEUE_KEYS = ("discipline", "packets", "bytes")
 _QUEUE_EXAMPLE = '{ discipline = "droptail", packets = 100 }'
 
 
@@ -455,13 +597,48 @@ def _direction(
 def _parse_queue(value: object, base: str) -> QueueSpec:
     if not isinstance(value, dict):
         raise SpecError(f"{show(value)} is not a queue; write a table such as {_QUEUE_EXAMPLE}", field=base)
-    check_keys(value, QUEUE_KEYS, base, "a queue")
-    discipline = value.get("discipline", "droptail")
-    if discipline not in DISCIPLINES:
-        raise SpecError(
-            f"{show(discipline)} is not a queue discipline; choose one of: {', '.join(DISCIPLINES)}",
-            field=field_of(base, "discipline"),
-        )
+    discipline = _parse_discipline(value.get("discipline", "droptail"), field_of(base, "discipline"))
+    _check_queue_keys(value, discipline, base)
+    packets, limit_bytes = _parse_limit(value, discipline, base)
+    params = {
+        param.json: _parse_queue_param(param, value[key], field_of(base, key), discipline, limit_bytes is not None)
+        for key, param in QUEUE_PARAMS[discipline].items()
+        if key in value
+    }
+    queue = QueueSpec(discipline=discipline, packets=packets, bytes=limit_bytes, params=params)
+    _check_queue(queue, value, base)
+    return queue
+
+
+def _parse_discipline(value: object, field_name: str) -> str:
+    if isinstance(value, str) and value in DISCIPLINE_ALIASES:
+        return DISCIPLINE_ALIASES[value]
+    if isinstance(value, str) and value in DISCIPLINES:
+        return value
+    close = difflib.get_close_matches(value, DISCIPLINES, n=1) if isinstance(value, str) else []
+    guess = f"did you mean {show(close[0])}? " if close else ""
+    raise SpecError(
+        f"{show(value)} is not a queue discipline; {guess}choose one of: {', '.join(DISCIPLINES)}",
+        field=field_name,
+    )
+
+
+def _check_queue_keys(value: dict[str, Any], discipline: str, base: str) -> None:
+    """Only the keys of this discipline; a key another discipline takes is named as such."""
+    allowed = (*QUEUE_KEYS, *QUEUE_PARAMS[discipline])
+    for key in value:
+        owners = [d for d in DISCIPLINES if key in QUEUE_PARAMS[d]]
+        if key not in allowed and owners:
+            raise SpecError(
+                f"{discipline} has no {key}; its keys are: {', '.join(allowed)} "
+                f"({key} belongs to {', '.join(owners)})",
+                field=field_of(base, key),
+            )
+    check_keys(value, allowed, base, f"a {discipline} queue")
+
+
+def _parse_limit(value: dict[str, Any], discipline: str, base: str) -> tuple[int | None, int | None]:
+    """(packets, bytes), exactly one of them set; the discipline's default packet limit if neither."""
     if "packets" in value and "bytes" in value:
         raise SpecError(
             "set either packets or bytes, not both: a queue is limited in one unit", field=field_of(base, "bytes")
@@ -477,15 +654,167 @@ def _parse_queue(value: object, base: str) -> QueueSpec:
             )
         if limit_bytes > MAX_QUEUE_BYTES:
             raise SpecError(f'{show(value["bytes"])} is over 1 GiB; write at most "1gib"', field=field_name)
-        return QueueSpec(discipline=discipline, packets=None, bytes=limit_bytes)
-    packets = value.get("packets", QueueSpec.packets)
-    if not isinstance(packets, int) or isinstance(packets, bool) or not 1 <= packets <= MAX_QUEUE_PACKETS:
+        return None, limit_bytes
+    packets = value.get("packets", QUEUE_DEFAULTS[discipline]["packets"])
+    if not _is_whole(packets) or not 1 <= packets <= MAX_QUEUE_PACKETS:
         raise SpecError(
             f"{show(packets)} is not a queue length; write a whole number of packets from 1 to "
             f"{MAX_QUEUE_PACKETS}, e.g. packets = 100",
             field=field_of(base, "packets"),
         )
-    return QueueSpec(discipline=discipline, packets=packets, bytes=None)
+    return packets, None
+
+
+def _is_whole(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _parse_queue_param(param: QueueParam, value: object, field_name: str, discipline: str, in_bytes: bool) -> Any:
+    """One discipline parameter in its datapath unit; RED's thresholds are bytes when `in_bytes`
+    (the queue is limited in bytes), else packets."""
+    key = param.key
+    if param.kind == "duration":
+        ns = parse_duration_ns(value, field_name, allow_zero=False)
+        if ns > MAX_QUEUE_DURATION_NS:
+            raise SpecError(f'{show(value)} is longer than 10 s; write at most "10s"', field=field_name)
+        return ns
+    if param.kind == "size":
+        size = parse_size_bytes(value, field_name)
+        if size > MAX_QUEUE_BYTES:
+            raise SpecError(f'{show(value)} is over 1 GiB; write at most "1gib"', field=field_name)
+        return size
+    if param.kind == "rate":
+        bps = parse_rate(value, field_name)
+        if bps is None:
+            raise SpecError(
+                f"{show(value)} is not a rate here; RED ages its average queue over idle time at this rate: "
+                'write one such as "10mbit", or leave bandwidth out to use the link\'s rate',
+                field=field_name,
+            )
+        return bps
+    if param.kind == "bool":
+        if not isinstance(value, bool):
+            raise SpecError(f"{show(value)} is not true or false; write {key} = true or {key} = false",
+                            field=field_name)
+        return value
+    if param.kind == "count":
+        if not _is_whole(value) or not param.low <= value <= param.high:
+            raise SpecError(
+                f"{show(value)} is not a whole number from {param.low} to {param.high}; "
+                f"write e.g. {key} = {QUEUE_DEFAULTS[discipline].get(param.json) or param.low}",
+                field=field_name,
+            )
+        return value
+    if param.kind == "ratio":
+        if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value) or value < 0:
+            raise SpecError(
+                f"{show(value)} is not a number >= 0; write e.g. {key} = {QUEUE_DEFAULTS['pie'][param.json]} "
+                "(per second)",
+                field=field_name,
+            )
+        return float(value)
+    if param.kind == "probability":
+        return parse_probability(value, field_name)
+    if param.kind == "threshold":  # RED's min and max count what the limit counts
+        if in_bytes:
+            return parse_size_bytes(value, field_name)
+        if not _is_whole(value) or not 1 <= value <= MAX_QUEUE_PACKETS:
+            raise SpecError(
+                f"{show(value)} is not a packet count; this queue's limit is in packets, so {key} counts "
+                f"packets: write a whole number, e.g. {key} = 100 (or give the limit in bytes to give sizes)",
+                field=field_name,
+            )
+        return value
+    raise AssertionError(param.kind)
+
+
+_PROBABILITY_PERCENT_RE = re.compile(r"(\d+(?:\.\d+)?)%")
+_PROBABILITY_EXAMPLES = '0.02 or "2%"'
+
+
+def parse_probability(value: object, field_name: str) -> float:
+    """A probability from 0 to 1: a number (0.02) or a percentage string ("2%")."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        if not math.isfinite(value) or not 0 <= value <= 1:
+            raise SpecError(
+                f"{show(value)} is out of range; write a probability from 0 to 1, e.g. {_PROBABILITY_EXAMPLES}",
+                field=field_name,
+            )
+        return float(value)
+    if not isinstance(value, str):
+        raise SpecError(f"{show(value)} is not a probability; write e.g. {_PROBABILITY_EXAMPLES}", field=field_name)
+    squeezed = "".join(value.split())
+    match = _PROBABILITY_PERCENT_RE.fullmatch(squeezed)
+    if not match or squeezed != value:
+        if match:
+            fix = f"write {show(squeezed)}"
+        else:
+            fix = f"write a number from 0 to 1 or a percentage: {_PROBABILITY_EXAMPLES}"
+        raise SpecError(f"{show(value)} is not a probability; {fix}", field=field_name)
+    probability = Decimal(match[1]) / 100
+    if probability > 1:
+        raise SpecError(f'{show(value)} is over 100%; write a percentage from "0%" to "100%"', field=field_name)
+    return float(probability)
+
+
+def _check_queue(queue: QueueSpec, raw: dict[str, Any], base: str) -> None:
+    """The rules between parameters, on the values the datapath will use (defaults included).
+    An error names the first of the clashing keys the spec set: that is what the user can change."""
+    params = resolve_queue_params(queue, None)
+    limit_key = "bytes" if queue.bytes is not None else "packets"
+
+    def blame(*keys: str) -> str:
+        return field_of(base, next((key for key in keys if key in raw), keys[-1]))
+
+    def given(key: str, text: str, default: str = "the default") -> str:
+        return text if key in raw else f"{text}, {default}"
+
+    if queue.discipline in ("codel", "fq_codel"):
+        target, interval = params["target_ns"], params["interval_ns"]
+        if target >= interval:
+            raise SpecError(
+                f"target ({given('target', _compact_ns(target))}) must be below interval "
+                f"({given('interval', _compact_ns(interval))}); make target a small fraction of interval, "
+                "typically 5-10%",
+                field=blame("target", "interval"),
+            )
+    elif queue.discipline == "red":
+        unit = limit_key  # RED's thresholds count what the limit counts
+        limit = queue.bytes if queue.bytes is not None else queue.packets
+        min_, max_ = params["min"], params["max"]
+        if params["probability"] <= 0:
+            raise SpecError(
+                f"{show(raw['probability'])} is not above 0; probability is RED's drop probability at max, "
+                f"from above 0 to 1, e.g. {_PROBABILITY_EXAMPLES}",
+                field=field_of(base, "probability"),
+            )
+        if max_ > limit:
+            raise SpecError(
+                f"max ({_count(max_, unit)}) must be at most the queue limit ({_count(limit, unit)}); "
+                f"lower max or raise {limit_key}",
+                field=field_of(base, "max"),
+            )
+        if min_ < 1:  # only by default (a given min is positive): max / 3 rounds down to nothing
+            raise SpecError(
+                f"min defaults to max / 3, which is 0 {unit} here; set min and max, or raise the limit",
+                field=blame("max", limit_key),
+            )
+        if min_ >= max_:
+            raise SpecError(
+                f"min ({given('min', _count(min_, unit), 'the default, max / 3')}) must be below "
+                f"max ({given('max', _count(max_, unit), 'the default, limit / 4')}); lower min or raise max",
+                field=blame("min", "max", limit_key),
+            )
+
+
+def _count(n: int, unit: str) -> str:
+    """3 packets, 1 packet, 1 byte."""
+    return f"{n} {unit if n != 1 else unit[:-1]}"
+
+
+def _compact_ns(ns: int) -> str:
+    """5_000_000 -> "5ms": a duration as it is written in a spec."""
+    return format_duration_ns(ns).replace(" ", "")
 
 
 def _parse_trace(value: object, field_name: str, base_dir: Path) -> Path:

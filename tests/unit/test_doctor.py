@@ -126,3 +126,20 @@ def test_find_datapath_prefers_env(tmp_path, monkeypatch):
     assert doctor.find_datapath() == binary
     binary.chmod(0o644)  # not executable: falls through to the other places
     assert doctor.find_datapath() != binary
+
+
+def test_backend_table_has_the_queue_disciplines_per_probed_qdisc():
+    qdiscs = dict.fromkeys(doctor.QDISC_PROBES, True)
+    qdiscs.update(codel=False, pie=False)
+    report = make_report(qdiscs=qdiscs)
+    userspace, kernel = report["backends"]["userspace"], report["backends"]["kernel"]
+    aqm = ["queue_codel", "queue_fq_codel", "queue_red_bytes", "queue_red_packets", "queue_pie"]
+    assert all(userspace[feature] for feature in aqm)
+    assert {feature: kernel[feature] for feature in aqm} == {
+        "queue_codel": False, "queue_fq_codel": True, "queue_red_bytes": True, "queue_red_packets": False,
+        "queue_pie": False}
+    text = doctor.render(report)
+    assert table_row(text, "queue codel").split()[2:] == ["✓", "✗", "(needs", "codel)"]
+    assert table_row(text, "queue fq_codel").split()[2:] == ["✓", "✓"]
+    assert table_row(text, "queue red (bytes)").split()[3:] == ["✓", "✓"]
+    assert "no kernel qdisc does this" in table_row(text, "queue red (packets)")

@@ -504,7 +504,7 @@ def test_queue_limits_accepted(tmp_path):
         ("{ bytes = 1073741825 }", "links[1].queue.bytes", "1 GiB"),
         ("{ bytes = 0 }", "links[1].queue.bytes", "positive"),
         ('{ bytes = "150 kb" }', "links[1].queue.bytes", '"150kb"'),
-        ('{ discipline = "red" }', "links[1].queue.discipline", "droptail, drophead"),
+        ('{ discipline = "blue" }', "links[1].queue.discipline", "droptail, drophead, codel, fq_codel, red, pie"),
         ("100", "links[1].queue", "table"),
     ],
 )

@@ -30,8 +30,13 @@ STOP_TIMEOUT_S = 5.0
 QLOG_RECORD_BYTES = 32
 QLOG_FIELDS = (("t_ns", "<u8", 0), ("value", "<u8", 8), ("backlog_bytes", "<u4", 16),
                ("backlog_pkts", "<u4", 20), ("kind", "u1", 24), ("reason", "u1", 25))
-KIND_ENQUEUE, KIND_DEQUEUE, KIND_DROP = 1, 2, 3
-DROP_REASONS = {1: "loss", 2: "queue_full", 3: "head_drop", 4: "oversize", 5: "runt"}
+KIND_ENQUEUE, KIND_DEQUEUE, KIND_DROP, KIND_MARK = 1, 2, 3, 4
+# Codes as in the core's DropReason and MarkReason (datapath/core/src/qdisc/mod.rs).
+DROP_REASONS = {1: "loss", 2: "queue_full", 3: "head_drop", 4: "oversize", 5: "runt", 6: "red_early",
+                7: "red_forced", 8: "codel", 9: "pie_early", 10: "fq_overflow"}
+MARK_REASONS = {1: "red_early", 2: "red_forced", 3: "codel", 4: "pie"}
+# Drops before the queue: emulated loss and frames the link cannot carry.
+PRE_QUEUE_DROP_REASONS = (1, 4, 5)
 
 
 def find_binary() -> Path:

@@ -102,7 +102,7 @@ def topology_from_dict(data: dict[str, Any]) -> Topology:
             rate_bps=d["rate_bps"],
             trace=Path(d["trace_path"]) if d.get("trace_path") else None,
             delay_ns=d["delay_ns"], jitter_ns=d["jitter_ns"], loss=d["loss"],
-            queue=QueueSpec(**d["queue"]),
+            queue=QueueSpec.from_dict(d["queue"]),
         )
 
     links = [LinkSpec(name=link["name"], ends=tuple(link["ends"]), forward=direction(link["forward"]),

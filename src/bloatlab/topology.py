@@ -598,6 +598,7 @@ def _parse_queue(value: object, base: str) -> QueueSpec:
     if not isinstance(value, dict):
         raise SpecError(f"{show(value)} is not a queue; write a table such as {_QUEUE_EXAMPLE}", field=base)
     discipline = _parse_discipline(value.get("discipline", "droptail"), field_of(base, "discipline"))
+    value = _with_discipline_table(value, discipline, base)
     _check_queue_keys(value, discipline, base)
     packets, limit_bytes = _parse_limit(value, discipline, base)
     params = {
@@ -608,6 +609,24 @@ def _parse_queue(value: object, base: str) -> QueueSpec:
     queue = QueueSpec(discipline=discipline, packets=packets, bytes=limit_bytes, params=params)
     _check_queue(queue, value, base)
     return queue
+
+
+def _with_discipline_table(value: dict[str, Any], discipline: str, base: str) -> dict[str, Any]:
+    """A queue may hold a table per discipline (`red = { min = 15, max = 45 }`) whose keys apply
+    only when that discipline is the one chosen, so one spec can sweep disciplines with each
+    tuned. The chosen one's keys override the queue's own."""
+    merged = {k: v for k, v in value.items() if k not in DISCIPLINES and k not in DISCIPLINE_ALIASES}
+    for name in value.keys() & {*DISCIPLINES, *DISCIPLINE_ALIASES}:
+        table = value[name]
+        if not isinstance(table, dict):
+            raise SpecError(f"{show(table)} is not a table of {name} settings; write {name} = {{ ... }}",
+                            field=field_of(base, name))
+        if DISCIPLINE_ALIASES.get(name, name) == discipline:
+            if "discipline" in table or "packets" in table or "bytes" in table:
+                raise SpecError("set discipline and the limit on the queue itself, not per discipline",
+                                field=field_of(base, name))
+            merged.update(table)
+    return merged
 
 
 def _parse_discipline(value: object, field_name: str) -> str:

@@ -9,7 +9,8 @@ pub mod rate;
 pub mod rng;
 pub mod stats;
 pub mod time;
+pub mod wire;
 
 pub use pipeline::{DirectionConfig, Event, EventKind, Pipeline};
-pub use qdisc::{DropReason, Packet};
+pub use qdisc::{DropReason, MarkReason, Packet};
 pub use time::{Duration, Instant};

@@ -6,7 +6,7 @@
 
 use std::collections::VecDeque;
 
-use crate::qdisc::{DropReason, Packet, Queue, QueueConfig, QueueEvent, QueueStats};
+use crate::qdisc::{DropReason, Packet, PacketInfo, Queue, QueueConfig, QueueEvent, QueueStats};
 use crate::rate::{Rate, TRACE_OPPORTUNITY_BYTES};
 use crate::rng::Rng;
 use crate::stats::DirectionStats;
@@ -39,10 +39,13 @@ pub enum EventKind {
     Enqueue = 1,
     Dequeue = 2,
     Drop = 3,
+    /// Marked CE by the discipline; the packet stays queued (or is sent).
+    Mark = 4,
 }
 
 /// One queue-log record: backlog is after the event; `value` is the frame's bytes for
-/// Enqueue and Drop, its sojourn in the queue in ns for Dequeue.
+/// Enqueue, Drop and Mark, its sojourn in the queue in ns for Dequeue. `reason` is the
+/// DropReason or MarkReason code.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Event {
     pub t: Instant,
@@ -51,6 +54,8 @@ pub struct Event {
     pub value: u64,
     pub backlog_pkts: u32,
     pub backlog_bytes: u32,
+    /// The packet's id, tag and enqueue time (its arrival time for drops before the queue).
+    pub packet: PacketInfo,
 }
 
 /// A packet leaving the link, and when it was due to.
@@ -67,18 +72,19 @@ struct EventLog {
 }
 
 impl EventLog {
-    fn push(&mut self, t: Instant, kind: EventKind, reason: u8, value: u64, q: &QueueStats) {
+    fn push(&mut self, t: Instant, kind: EventKind, reason: u8, value: u64, packet: PacketInfo, q: &QueueStats) {
         if self.enabled {
             let backlog_pkts = q.backlog_pkts.min(u32::MAX as u64) as u32;
             let backlog_bytes = q.backlog_bytes.min(u32::MAX as u64) as u32;
-            self.events.push(Event { t, kind, reason, value, backlog_pkts, backlog_bytes });
+            self.events.push(Event { t, kind, reason, value, backlog_pkts, backlog_bytes, packet });
         }
     }
     fn queue_event(&mut self, t: Instant, e: QueueEvent, q: &QueueStats) {
         match e {
-            QueueEvent::Enqueued { bytes } => self.push(t, EventKind::Enqueue, 0, bytes as u64, q),
-            QueueEvent::Dequeued { sojourn } => self.push(t, EventKind::Dequeue, 0, sojourn.nanos(), q),
-            QueueEvent::Dropped { bytes, reason } => self.push(t, EventKind::Drop, reason as u8, bytes as u64, q),
+            QueueEvent::Enqueued(p) => self.push(t, EventKind::Enqueue, 0, p.len as u64, p, q),
+            QueueEvent::Dequeued { packet, sojourn } => self.push(t, EventKind::Dequeue, 0, sojourn.nanos(), packet, q),
+            QueueEvent::Dropped(p, reason) => self.push(t, EventKind::Drop, reason as u8, p.len as u64, p, q),
+            QueueEvent::Marked(p, reason) => self.push(t, EventKind::Mark, reason as u8, p.len as u64, p, q),
         }
     }
 }
@@ -203,10 +209,16 @@ impl DelayLine {
     }
 }
 
+/// Separates the discipline's random stream from the loss and jitter stream.
+const QDISC_STREAM: u64 = 0x51ED_2701_A1B2_C3D4;
+
 pub struct Pipeline {
     loss: f64,
     max_frame_bytes: usize,
+    /// Loss and jitter draw from `rng`, the discipline from `qdisc_rng`: two streams from the
+    /// direction's seed, so changing the discipline does not change which packets are lost.
     rng: Rng,
+    qdisc_rng: Rng,
     queue: Queue,
     server: Server,
     line: DelayLine,
@@ -224,7 +236,8 @@ impl Pipeline {
             loss: cfg.loss,
             max_frame_bytes: cfg.max_frame_bytes,
             rng: Rng::new(cfg.seed),
-            queue: Queue::new(cfg.queue.build()),
+            qdisc_rng: Rng::new(cfg.seed ^ QDISC_STREAM),
+            queue: Queue::new(cfg.queue.build(cfg.seed)),
             server: Server { rate: cfg.rate.clone(), in_service: None, left: 0, busy_until: origin, origin, next_opp: 0 },
             line: DelayLine { delay: cfg.delay, jitter: cfg.jitter, q: VecDeque::new(), last: origin },
             log: EventLog::default(),
@@ -241,29 +254,37 @@ impl Pipeline {
 
     /// A frame arrives at `now`.
     pub fn arrive(&mut self, now: Instant, data: Vec<u8>) {
+        let len = data.len() as u32;
+        self.arrive_with(now, data, len, 0);
+    }
+
+    /// A packet of `wire_len` bytes arrives at `now`; `data` holds the frame or, in a replay,
+    /// its headers only. `tag` is carried through to the logs and the departure.
+    pub fn arrive_with(&mut self, now: Instant, data: Vec<u8>, wire_len: u32, tag: u32) {
         self.advance(now);
         self.stats.arrivals += 1;
-        self.stats.bytes_in += data.len() as u64;
-        let early_drop = if data.len() < MIN_FRAME_BYTES {
+        self.stats.bytes_in += wire_len as u64;
+        let len = wire_len as usize;
+        let early_drop = if len < MIN_FRAME_BYTES {
             Some(DropReason::Runt)
-        } else if data.len() > self.max_frame_bytes {
+        } else if len > self.max_frame_bytes {
             Some(DropReason::Oversize)
         } else if self.rng.chance(self.loss) {
             Some(DropReason::Loss)
         } else {
             None
         };
+        let mut pkt = Packet::with_headers(self.next_id, data, wire_len, tag);
+        self.next_id += 1;
         if let Some(reason) = early_drop {
             self.stats.drops.add(reason);
-            self.log.push(now, EventKind::Drop, reason as u8, data.len() as u64, self.queue.stats());
+            pkt.enqueued_at = now;
+            self.log.push(now, EventKind::Drop, reason as u8, len as u64, pkt.info(), self.queue.stats());
             return;
         }
-        let pkt = Packet::new(self.next_id, data);
-        self.next_id += 1;
-        let log = &mut self.log;
-        self.queue.enqueue(now, pkt, &mut |e, s| log.queue_event(now, e, s));
-        let Pipeline { queue, server, line, log, rng, .. } = self;
-        let mut take = |t: Instant| queue.dequeue(t, &mut |e, s| log.queue_event(t, e, s));
+        let Pipeline { queue, server, line, log, rng, qdisc_rng, .. } = self;
+        queue.enqueue(now, pkt, qdisc_rng, &mut |e, s| log.queue_event(now, e, s));
+        let mut take = |t: Instant| queue.dequeue(t, qdisc_rng, &mut |e, s| log.queue_event(t, e, s));
         server.kick(now, &mut take, &mut |t, p| line.push(t, p, rng));
     }
 
@@ -304,8 +325,8 @@ impl Pipeline {
     fn advance(&mut self, now: Instant) {
         assert!(now >= self.last_now, "time ran backwards: {:?} < {:?}", now, self.last_now);
         self.last_now = now;
-        let Pipeline { queue, server, line, log, rng, .. } = self;
-        let mut take = |t: Instant| queue.dequeue(t, &mut |e, s| log.queue_event(t, e, s));
+        let Pipeline { queue, server, line, log, rng, qdisc_rng, .. } = self;
+        let mut take = |t: Instant| queue.dequeue(t, qdisc_rng, &mut |e, s| log.queue_event(t, e, s));
         server.advance(now, &mut take, &mut |t, p| line.push(t, p, rng));
     }
 

@@ -1,6 +1,6 @@
 //! Integer-nanosecond time, so scripted tests are exact to the nanosecond.
 
-use std::ops::{Add, AddAssign, Sub};
+use std::ops::{Add, AddAssign, Div, Sub};
 
 /// A point in time: nanoseconds since an origin the caller chooses (the shell uses
 /// CLOCK_MONOTONIC, a replay starts at zero).
@@ -72,5 +72,12 @@ impl Add for Duration {
     type Output = Duration;
     fn add(self, d: Duration) -> Duration {
         Duration(self.0 + d.0)
+    }
+}
+
+impl Div<u64> for Duration {
+    type Output = Duration;
+    fn div(self, n: u64) -> Duration {
+        Duration(self.0 / n)
     }
 }

@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 
 use bloatlab_core::pipeline::DEFAULT_MAX_FRAME_BYTES;
-use bloatlab_core::qdisc::{Limit, QueueConfig};
+use bloatlab_core::qdisc::{CodelParams, FqCodelParams, Limit, PieParams, QueueConfig, RedParams};
 use bloatlab_core::rate::{Rate, Trace};
 use bloatlab_core::{DirectionConfig, Duration};
 use serde::Deserialize;
@@ -65,12 +65,153 @@ fn yes() -> bool {
     true
 }
 
+/// A direction's queue: the discipline, one limit, and the discipline's own parameters
+/// (docs/queues.md); absent parameters take the core's defaults (Linux's).
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-struct QueueJson {
+pub struct QueueJson {
     discipline: String,
     packets: Option<usize>,
     bytes: Option<usize>,
+    target_ns: Option<u64>,
+    interval_ns: Option<u64>,
+    ecn: Option<bool>,
+    mtu_bytes: Option<u32>,
+    flows: Option<u32>,
+    quantum_bytes: Option<u32>,
+    memory_limit_bytes: Option<u64>,
+    drop_batch: Option<u32>,
+    min: Option<u64>,
+    max: Option<u64>,
+    avpkt_bytes: Option<u32>,
+    burst_pkts: Option<u32>,
+    probability: Option<f64>,
+    bandwidth_bps: Option<u64>,
+    harddrop: Option<bool>,
+    adaptive: Option<bool>,
+    gentle: Option<bool>,
+    tupdate_ns: Option<u64>,
+    alpha: Option<f64>,
+    beta: Option<f64>,
+    max_burst_ns: Option<u64>,
+    ecn_prob: Option<f64>,
+    bytemode: Option<bool>,
+    dq_rate_estimator: Option<bool>,
+}
+
+impl QueueJson {
+    /// The core's queue config; an error starts with the parameter's name.
+    /// `link_bps` is the direction's rate: RED's default bandwidth when it has one.
+    pub fn resolve(&self, link_bps: Option<u64>) -> Result<QueueConfig, String> {
+        let limit = match (self.packets, self.bytes) {
+            (Some(0), _) | (_, Some(0)) => return Err("queue: a limit of 0 holds nothing".into()),
+            (Some(n), None) => Limit::Packets(n),
+            (None, Some(b)) => Limit::Bytes(b),
+            _ => return Err("queue: give exactly one of packets or bytes".into()),
+        };
+        let given: Vec<&str> = [
+            ("target_ns", self.target_ns.is_some()),
+            ("interval_ns", self.interval_ns.is_some()),
+            ("ecn", self.ecn.is_some()),
+            ("mtu_bytes", self.mtu_bytes.is_some()),
+            ("flows", self.flows.is_some()),
+            ("quantum_bytes", self.quantum_bytes.is_some()),
+            ("memory_limit_bytes", self.memory_limit_bytes.is_some()),
+            ("drop_batch", self.drop_batch.is_some()),
+            ("min", self.min.is_some()),
+            ("max", self.max.is_some()),
+            ("avpkt_bytes", self.avpkt_bytes.is_some()),
+            ("burst_pkts", self.burst_pkts.is_some()),
+            ("probability", self.probability.is_some()),
+            ("bandwidth_bps", self.bandwidth_bps.is_some()),
+            ("harddrop", self.harddrop.is_some()),
+            ("adaptive", self.adaptive.is_some()),
+            ("gentle", self.gentle.is_some()),
+            ("tupdate_ns", self.tupdate_ns.is_some()),
+            ("alpha", self.alpha.is_some()),
+            ("beta", self.beta.is_some()),
+            ("max_burst_ns", self.max_burst_ns.is_some()),
+            ("ecn_prob", self.ecn_prob.is_some()),
+            ("bytemode", self.bytemode.is_some()),
+            ("dq_rate_estimator", self.dq_rate_estimator.is_some()),
+        ]
+        .into_iter()
+        .filter_map(|(k, set)| set.then_some(k))
+        .collect();
+        let allowed: &[&str] = match self.discipline.as_str() {
+            "droptail" | "drophead" => &[],
+            "codel" => &["target_ns", "interval_ns", "ecn", "mtu_bytes"],
+            "fq_codel" => &["target_ns", "interval_ns", "ecn", "mtu_bytes", "flows", "quantum_bytes", "memory_limit_bytes", "drop_batch"],
+            "red" => &["min", "max", "avpkt_bytes", "burst_pkts", "probability", "bandwidth_bps", "ecn", "harddrop", "adaptive", "gentle"],
+            "pie" => &["target_ns", "tupdate_ns", "alpha", "beta", "max_burst_ns", "ecn", "ecn_prob", "bytemode", "dq_rate_estimator", "mtu_bytes"],
+            other => return Err(format!("discipline: unknown discipline {other:?} (droptail, drophead, codel, fq_codel, red, pie)")),
+        };
+        if let Some(k) = given.iter().find(|k| !allowed.contains(k)) {
+            return Err(format!("{k}: {} has no such parameter", self.discipline));
+        }
+        let codel = |d: CodelParams| CodelParams {
+            target: self.target_ns.map_or(d.target, Duration),
+            interval: self.interval_ns.map_or(d.interval, Duration),
+            ecn: self.ecn.unwrap_or(d.ecn),
+            mtu_bytes: self.mtu_bytes.unwrap_or(d.mtu_bytes),
+        };
+        let q = match self.discipline.as_str() {
+            "droptail" => QueueConfig::DropTail(limit),
+            "drophead" => QueueConfig::DropHead(limit),
+            "codel" => QueueConfig::Codel(limit, codel(CodelParams::default())),
+            "fq_codel" => {
+                let d = FqCodelParams::default();
+                QueueConfig::FqCodel(
+                    limit,
+                    FqCodelParams {
+                        flows: self.flows.unwrap_or(d.flows),
+                        quantum_bytes: self.quantum_bytes.unwrap_or(d.quantum_bytes),
+                        memory_limit_bytes: self.memory_limit_bytes.unwrap_or(d.memory_limit_bytes),
+                        drop_batch: self.drop_batch.unwrap_or(d.drop_batch),
+                        codel: codel(d.codel),
+                    },
+                )
+            }
+            "red" => {
+                let d = RedParams::default();
+                QueueConfig::Red(
+                    limit,
+                    RedParams {
+                        min: self.min.or(d.min),
+                        max: self.max.or(d.max),
+                        avpkt_bytes: self.avpkt_bytes.unwrap_or(d.avpkt_bytes),
+                        burst_pkts: self.burst_pkts.or(d.burst_pkts),
+                        probability: self.probability.unwrap_or(d.probability),
+                        bandwidth_bps: self.bandwidth_bps.or(link_bps).unwrap_or(d.bandwidth_bps),
+                        ecn: self.ecn.unwrap_or(d.ecn),
+                        harddrop: self.harddrop.unwrap_or(d.harddrop),
+                        adaptive: self.adaptive.unwrap_or(d.adaptive),
+                        gentle: self.gentle.unwrap_or(d.gentle),
+                    },
+                )
+            }
+            _ => {
+                let d = PieParams::default();
+                QueueConfig::Pie(
+                    limit,
+                    PieParams {
+                        target: self.target_ns.map_or(d.target, Duration),
+                        tupdate: self.tupdate_ns.map_or(d.tupdate, Duration),
+                        alpha: self.alpha.unwrap_or(d.alpha),
+                        beta: self.beta.unwrap_or(d.beta),
+                        max_burst: self.max_burst_ns.map_or(d.max_burst, Duration),
+                        ecn: self.ecn.unwrap_or(d.ecn),
+                        ecn_prob: self.ecn_prob.unwrap_or(d.ecn_prob),
+                        bytemode: self.bytemode.unwrap_or(d.bytemode),
+                        dq_rate_estimator: self.dq_rate_estimator.unwrap_or(d.dq_rate_estimator),
+                        mtu_bytes: self.mtu_bytes.unwrap_or(d.mtu_bytes),
+                    },
+                )
+            }
+        };
+        q.validate()?;
+        Ok(q)
+    }
 }
 
 impl Config {
@@ -116,17 +257,7 @@ impl DirectionJson {
         if !(0.0..1.0).contains(&self.loss) {
             return Err(format!("loss: {} is not a probability in [0, 1)", self.loss));
         }
-        let limit = match (self.queue.packets, self.queue.bytes) {
-            (Some(0), _) | (_, Some(0)) => return Err("queue: a limit of 0 holds nothing".into()),
-            (Some(n), None) => Limit::Packets(n),
-            (None, Some(b)) => Limit::Bytes(b),
-            _ => return Err("queue: give exactly one of packets or bytes".into()),
-        };
-        let queue = match self.queue.discipline.as_str() {
-            "droptail" => QueueConfig::DropTail(limit),
-            "drophead" => QueueConfig::DropHead(limit),
-            other => return Err(format!("queue.discipline: unknown discipline {other:?} (droptail, drophead)")),
-        };
+        let queue = self.queue.resolve(self.rate_bps).map_err(|e| if e.starts_with("queue") { e } else { format!("queue.{e}") })?;
         Ok(DirectionConfig {
             rate,
             delay: Duration(self.delay_ns),

@@ -82,6 +82,7 @@ fn snapshot_json(s: &Snapshot) -> Value {
         "backlog_pkts": q.backlog_pkts, "backlog_bytes": q.backlog_bytes,
         "max_backlog_pkts": q.max_backlog_pkts, "max_backlog_bytes": q.max_backlog_bytes,
         "drops": drops_json(&s.dir.drops, &q.drops, s.rx_overrun, s.tx_error),
+        "marks": q.marks.iter().map(|(name, n)| (name.to_string(), json!(n))).collect::<serde_json::Map<_, _>>(),
         "depart_error_ns": {"count": s.late_count, "p50": s.late_p50_ns, "p99": s.late_p99_ns, "max": s.late_max_ns},
     })
 }

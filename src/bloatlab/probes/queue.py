@@ -10,11 +10,9 @@ from pathlib import Path
 
 import numpy as np
 
-from ..datapath import KIND_DROP, read_qlog
+from ..datapath import KIND_DROP, PRE_QUEUE_DROP_REASONS, read_qlog
 
-# Drop reasons that are the queue's own (docs/datapath.md): full queue, head drop. Random
-# loss, oversize and runt frames happen before the queue.
-QUEUE_DROP_REASONS = (2, 3)
+# The queue's own drops are every reason but those before it (loss, oversize, runt).
 MAX_ROWS = 200_000  # per direction in queue.csv; beyond it, one row per millisecond
 
 
@@ -66,7 +64,7 @@ class QueueTrace:
 def from_qlog(path: Path, t0_mono: float) -> QueueTrace:
     records = read_qlog(path)
     t_s = records["t_ns"].astype(np.float64) / 1e9 - t0_mono
-    own_drop = (records["kind"] == KIND_DROP) & np.isin(records["reason"], QUEUE_DROP_REASONS)
+    own_drop = (records["kind"] == KIND_DROP) & ~np.isin(records["reason"], PRE_QUEUE_DROP_REASONS)
     return QueueTrace(t_s, records["backlog_pkts"].astype(np.int64), records["backlog_bytes"].astype(np.int64),
                       np.cumsum(own_drop).astype(np.int64))
 

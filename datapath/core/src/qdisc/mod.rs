@@ -5,11 +5,22 @@
 //! A new discipline implements `QueueDisc` and a `QueueConfig` variant; the I/O shell never
 //! changes.
 
+mod codel;
 mod fifo;
+mod fq_codel;
+mod pie;
+mod red;
+#[cfg(test)]
+mod testkit;
 
+pub use codel::{Codel, CodelParams};
 pub use fifo::{Fifo, Limit, Overflow};
+pub use fq_codel::{FqCodel, FqCodelParams};
+pub use pie::{Pie, PieParams};
+pub use red::{Red, RedParams};
 
-use crate::stats::DropCounts;
+use crate::rng::Rng;
+use crate::stats::{DropCounts, MarkCounts};
 use crate::time::{Duration, Instant};
 
 /// An Ethernet frame inside the datapath.
@@ -17,21 +28,43 @@ use crate::time::{Duration, Instant};
 pub struct Packet {
     /// Unique per link direction, in arrival order.
     pub id: u64,
+    /// The frame, or (in a replay) only its headers: disciplines read and mark headers only.
     pub data: Vec<u8>,
-    /// Set by `Queue::enqueue`; disciplines that judge sojourn time (CoDel) read it.
+    /// Length on the wire in bytes: what queues count and the serialiser carries.
+    pub wire_len: u32,
+    /// An opaque label carried through unchanged (a replay's flow id).
+    pub tag: u32,
+    /// Set by `Queue::enqueue`; disciplines that judge sojourn time (CoDel, PIE) read it.
     pub enqueued_at: Instant,
 }
 
 impl Packet {
     pub fn new(id: u64, data: Vec<u8>) -> Self {
-        Packet { id, data, enqueued_at: Instant::ZERO }
+        let wire_len = data.len() as u32;
+        Packet { id, data, wire_len, tag: 0, enqueued_at: Instant::ZERO }
+    }
+    /// A packet of `wire_len` bytes of which only `headers` are kept.
+    pub fn with_headers(id: u64, headers: Vec<u8>, wire_len: u32, tag: u32) -> Self {
+        Packet { id, data: headers, wire_len, tag, enqueued_at: Instant::ZERO }
     }
     pub fn len(&self) -> usize {
-        self.data.len()
+        self.wire_len as usize
     }
     pub fn is_empty(&self) -> bool {
-        self.data.is_empty()
+        self.wire_len == 0
     }
+    pub fn info(&self) -> PacketInfo {
+        PacketInfo { id: self.id, len: self.wire_len, tag: self.tag, enqueued_at: self.enqueued_at }
+    }
+}
+
+/// What the logs say of a packet.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PacketInfo {
+    pub id: u64,
+    pub len: u32,
+    pub tag: u32,
+    pub enqueued_at: Instant,
 }
 
 /// Why a packet was dropped. The discriminant is the code written to queue logs.
@@ -40,7 +73,7 @@ impl Packet {
 pub enum DropReason {
     /// The link's emulated random loss.
     Loss = 1,
-    /// The queue was full; the arriving packet was refused (tail drop).
+    /// The queue was at its limit; the arriving packet was refused.
     QueueFull = 2,
     /// The queue was full; the oldest packet made room (drop-head).
     HeadDrop = 3,
@@ -48,15 +81,30 @@ pub enum DropReason {
     Oversize = 4,
     /// Shorter than an Ethernet header.
     Runt = 5,
+    /// RED: the average queue was between the thresholds and the coin said drop.
+    RedEarly = 6,
+    /// RED: the average queue was above the maximum threshold (or harddrop).
+    RedForced = 7,
+    /// CoDel's control law (CoDel, or a flow of FQ-CoDel), sojourn above target for an interval.
+    Codel = 8,
+    /// PIE's random early drop.
+    PieEarly = 9,
+    /// FQ-CoDel over its packet or memory limit: a batch dropped from the fattest flow's head.
+    FqOverflow = 10,
 }
 
 impl DropReason {
-    pub const ALL: [DropReason; 5] = [
+    pub const ALL: [DropReason; 10] = [
         DropReason::Loss,
         DropReason::QueueFull,
         DropReason::HeadDrop,
         DropReason::Oversize,
         DropReason::Runt,
+        DropReason::RedEarly,
+        DropReason::RedForced,
+        DropReason::Codel,
+        DropReason::PieEarly,
+        DropReason::FqOverflow,
     ];
     pub const COUNT: usize = Self::ALL.len();
 
@@ -67,6 +115,37 @@ impl DropReason {
             DropReason::HeadDrop => "head_drop",
             DropReason::Oversize => "oversize",
             DropReason::Runt => "runt",
+            DropReason::RedEarly => "red_early",
+            DropReason::RedForced => "red_forced",
+            DropReason::Codel => "codel",
+            DropReason::PieEarly => "pie_early",
+            DropReason::FqOverflow => "fq_overflow",
+        }
+    }
+    pub fn index(self) -> usize {
+        self as usize - 1
+    }
+}
+
+/// Why a packet was marked Congestion Experienced instead of dropped (it was ECN-capable).
+#[repr(u8)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MarkReason {
+    RedEarly = 1,
+    RedForced = 2,
+    Codel = 3,
+    Pie = 4,
+}
+
+impl MarkReason {
+    pub const ALL: [MarkReason; 4] = [MarkReason::RedEarly, MarkReason::RedForced, MarkReason::Codel, MarkReason::Pie];
+    pub const COUNT: usize = Self::ALL.len();
+    pub fn name(self) -> &'static str {
+        match self {
+            MarkReason::RedEarly => "red_early",
+            MarkReason::RedForced => "red_forced",
+            MarkReason::Codel => "codel",
+            MarkReason::Pie => "pie",
         }
     }
     pub fn index(self) -> usize {
@@ -81,13 +160,35 @@ pub struct Dropped {
     pub reason: DropReason,
 }
 
+/// What a discipline did besides queueing: drops (the packets themselves) and CE marks.
+#[derive(Debug, Default)]
+pub struct Verdicts {
+    pub drops: Vec<Dropped>,
+    pub marks: Vec<(PacketInfo, MarkReason)>,
+}
+
+impl Verdicts {
+    pub fn drop(&mut self, packet: Packet, reason: DropReason) {
+        self.drops.push(Dropped { packet, reason });
+    }
+    /// Marks CE if the packet is ECN-capable and says so; else the caller drops it.
+    pub fn try_mark(&mut self, packet: &mut Packet, reason: MarkReason) -> bool {
+        let marked = crate::wire::set_ce(&mut packet.data);
+        if marked {
+            self.marks.push((packet.info(), reason));
+        }
+        marked
+    }
+}
+
 /// What every queue discipline implements (cf. ns-3's QueueDisc DoEnqueue / DoDequeue).
+/// Random decisions draw from `rng`, the link direction's seeded generator.
 pub trait QueueDisc: Send {
     /// Offer `pkt` at `now`. Whatever the decision drops (the arriving packet or packets
-    /// already queued) goes to `drops`.
-    fn enqueue(&mut self, now: Instant, pkt: Packet, drops: &mut Vec<Dropped>);
-    /// The next packet to transmit at `now`, if any; packets dropped on the way go to `drops`.
-    fn dequeue(&mut self, now: Instant, drops: &mut Vec<Dropped>) -> Option<Packet>;
+    /// already queued) or marks goes to `out`.
+    fn enqueue(&mut self, now: Instant, pkt: Packet, rng: &mut Rng, out: &mut Verdicts);
+    /// The next packet to transmit at `now`, if any; packets dropped on the way go to `out`.
+    fn dequeue(&mut self, now: Instant, rng: &mut Rng, out: &mut Verdicts) -> Option<Packet>;
     fn backlog_pkts(&self) -> usize;
     fn backlog_bytes(&self) -> usize;
     fn name(&self) -> &'static str;
@@ -98,13 +199,32 @@ pub trait QueueDisc: Send {
 pub enum QueueConfig {
     DropTail(Limit),
     DropHead(Limit),
+    Codel(Limit, CodelParams),
+    FqCodel(Limit, FqCodelParams),
+    Red(Limit, RedParams),
+    Pie(Limit, PieParams),
 }
 
 impl QueueConfig {
-    pub fn build(&self) -> Box<dyn QueueDisc> {
-        match *self {
-            QueueConfig::DropTail(limit) => Box::new(Fifo::new(limit, Overflow::Tail)),
-            QueueConfig::DropHead(limit) => Box::new(Fifo::new(limit, Overflow::Head)),
+    /// Checks the parameters; an error names the parameter, on one line.
+    pub fn validate(&self) -> Result<(), String> {
+        match self {
+            QueueConfig::DropTail(_) | QueueConfig::DropHead(_) => Ok(()),
+            QueueConfig::Codel(_, p) => p.validate(),
+            QueueConfig::FqCodel(l, p) => p.validate(*l),
+            QueueConfig::Red(l, p) => p.validate(*l),
+            QueueConfig::Pie(_, p) => p.validate(),
+        }
+    }
+    /// The discipline; `seed` perturbs what needs it (FQ-CoDel's flow hash).
+    pub fn build(&self, seed: u64) -> Box<dyn QueueDisc> {
+        match self {
+            QueueConfig::DropTail(limit) => Box::new(Fifo::new(*limit, Overflow::Tail)),
+            QueueConfig::DropHead(limit) => Box::new(Fifo::new(*limit, Overflow::Head)),
+            QueueConfig::Codel(limit, p) => Box::new(Codel::new(*limit, p.clone())),
+            QueueConfig::FqCodel(limit, p) => Box::new(FqCodel::new(*limit, p.clone(), seed)),
+            QueueConfig::Red(limit, p) => Box::new(Red::new(*limit, p.clone())),
+            QueueConfig::Pie(limit, p) => Box::new(Pie::new(*limit, p.clone())),
         }
     }
 }
@@ -122,26 +242,28 @@ pub struct QueueStats {
     pub max_backlog_pkts: u64,
     pub max_backlog_bytes: u64,
     pub drops: DropCounts,
+    pub marks: MarkCounts,
 }
 
 /// What happened to the queue, for the per-packet log.
-#[derive(Debug)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum QueueEvent {
-    Enqueued { bytes: usize },
-    Dequeued { sojourn: Duration },
-    Dropped { bytes: usize, reason: DropReason },
+    Enqueued(PacketInfo),
+    Dequeued { packet: PacketInfo, sojourn: Duration },
+    Dropped(PacketInfo, DropReason),
+    Marked(PacketInfo, MarkReason),
 }
 
 /// The wrapper around a discipline: stamps enqueue times, keeps the books, checks them.
 pub struct Queue {
     disc: Box<dyn QueueDisc>,
     stats: QueueStats,
-    scratch: Vec<Dropped>,
+    scratch: Verdicts,
 }
 
 impl Queue {
     pub fn new(disc: Box<dyn QueueDisc>) -> Self {
-        Queue { disc, stats: QueueStats::default(), scratch: Vec::new() }
+        Queue { disc, stats: QueueStats::default(), scratch: Verdicts::default() }
     }
 
     pub fn stats(&self) -> &QueueStats {
@@ -154,58 +276,61 @@ impl Queue {
         self.disc.name()
     }
 
-    /// Offer a packet; `on_event` hears of the enqueue and of every drop, in order.
-    pub fn enqueue(&mut self, now: Instant, mut pkt: Packet, on_event: &mut impl FnMut(QueueEvent, &QueueStats)) {
-        let (id, bytes) = (pkt.id, pkt.len());
+    /// Offer a packet; `on_event` hears of the enqueue and of every drop and mark, in order.
+    pub fn enqueue(&mut self, now: Instant, mut pkt: Packet, rng: &mut Rng, on_event: &mut impl FnMut(QueueEvent, &QueueStats)) {
         pkt.enqueued_at = now;
+        let info = pkt.info();
         self.stats.arrived += 1;
-        self.disc.enqueue(now, pkt, &mut self.scratch);
+        self.disc.enqueue(now, pkt, rng, &mut self.scratch);
         let mut accepted = true;
         // The arriving packet's fate first, so the log reads in causal order.
-        if let Some(pos) = self.scratch.iter().position(|d| d.packet.id == id) {
-            let d = self.scratch.remove(pos);
+        if let Some(pos) = self.scratch.drops.iter().position(|d| d.packet.id == info.id) {
+            let d = self.scratch.drops.remove(pos);
             accepted = false;
             self.stats.dropped_at_enqueue += 1;
             self.stats.drops.add(d.reason);
-            on_event(QueueEvent::Dropped { bytes, reason: d.reason }, &self.stats);
+            on_event(QueueEvent::Dropped(info, d.reason), &self.stats);
         } else {
             self.stats.enqueued += 1;
             self.stats.backlog_pkts += 1;
-            self.stats.backlog_bytes += bytes as u64;
+            self.stats.backlog_bytes += info.len as u64;
         }
-        self.account_queued_drops(on_event);
+        self.account_verdicts(on_event);
         if accepted {
             self.note_max();
-            on_event(QueueEvent::Enqueued { bytes }, &self.stats);
+            on_event(QueueEvent::Enqueued(info), &self.stats);
         }
         self.check();
     }
 
     /// Take the next packet to transmit; drops the discipline makes on the way are reported.
-    pub fn dequeue(&mut self, now: Instant, on_event: &mut impl FnMut(QueueEvent, &QueueStats)) -> Option<Packet> {
-        let pkt = self.disc.dequeue(now, &mut self.scratch);
-        self.account_queued_drops(on_event);
+    pub fn dequeue(&mut self, now: Instant, rng: &mut Rng, on_event: &mut impl FnMut(QueueEvent, &QueueStats)) -> Option<Packet> {
+        let pkt = self.disc.dequeue(now, rng, &mut self.scratch);
+        self.account_verdicts(on_event);
         if let Some(p) = &pkt {
             self.stats.dequeued += 1;
             self.stats.backlog_pkts -= 1;
             self.stats.backlog_bytes -= p.len() as u64;
-            on_event(QueueEvent::Dequeued { sojourn: now.saturating_since(p.enqueued_at) }, &self.stats);
+            on_event(QueueEvent::Dequeued { packet: p.info(), sojourn: now.saturating_since(p.enqueued_at) }, &self.stats);
         }
         self.check();
         pkt
     }
 
-    /// Books the drops of packets that were in the queue (those left in `scratch`).
-    fn account_queued_drops(&mut self, on_event: &mut impl FnMut(QueueEvent, &QueueStats)) {
-        for d in self.scratch.drain(..) {
+    /// Books the marks, and the drops of packets that were in the queue (those left in `scratch`).
+    fn account_verdicts(&mut self, on_event: &mut impl FnMut(QueueEvent, &QueueStats)) {
+        for (info, reason) in self.scratch.marks.drain(..) {
+            self.stats.marks.add(reason);
+            on_event(QueueEvent::Marked(info, reason), &self.stats);
+        }
+        for d in self.scratch.drops.drain(..) {
             self.stats.dropped_in_queue += 1;
             self.stats.backlog_pkts -= 1;
             self.stats.backlog_bytes -= d.packet.len() as u64;
             self.stats.drops.add(d.reason);
-            on_event(QueueEvent::Dropped { bytes: d.packet.len(), reason: d.reason }, &self.stats);
+            on_event(QueueEvent::Dropped(d.packet.info(), d.reason), &self.stats);
         }
     }
-
     fn note_max(&mut self) {
         let s = &mut self.stats;
         s.max_backlog_pkts = s.max_backlog_pkts.max(s.backlog_pkts);

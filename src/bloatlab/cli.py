@@ -12,6 +12,7 @@ import os
 import signal
 import sys
 from pathlib import Path
+from typing import Any
 
 from .errors import BloatlabError, MachineError
 
@@ -188,13 +189,22 @@ def cmd_bench_link(args: argparse.Namespace) -> int:
 def cmd_run(args: argparse.Namespace) -> int:
     from .results import summary_table
     from .runner import default_out, run_experiment
-    from .spec import load_experiment, load_preset
+    from .spec import load_experiment, load_preset, sweep_points
 
     if (args.spec is None) == (args.preset is None):
         raise UsageError("give a spec file or --preset NAME (bloatlab presets lists them), not both")
     sets = args.set or []
-    experiment = load_preset(args.preset, sets) if args.preset else load_experiment(args.spec, sets)
+
+    def load(point: list[str]):
+        return load_preset(args.preset, point) if args.preset else load_experiment(args.spec, point)
+
+    points = sweep_points(args.preset, args.spec, sets)
+    # Every run of a sweep is checked before the first starts.
+    experiments = [load(point) for point in points]
     need_root("run")
+    if len(experiments) > 1:
+        return _run_sweep(args, points[0], experiments)
+    experiment = experiments[0]
     out = args.out or default_out(experiment)
     outcome = run_experiment(experiment, out, progress=not args.quiet, svg=args.svg)
     label = " ".join(f"{k}={v}" for k, v in experiment.params.items()) or experiment.name
@@ -204,9 +214,44 @@ def cmd_run(args: argparse.Namespace) -> int:
     print(f"\nresults: {outcome.run_dir}/ (summary.json, series/, raw/)")
     if outcome.plots:
         print(f"plots:   {outcome.run_dir / 'plots'}/ ({', '.join(p.name for p in outcome.plots if p.suffix == '.png')})")
+    return _exit_status(outcome)
+
+
+def _exit_status(outcome: Any) -> int:
     if not outcome.complete:
         print(f"bloatlab: the run is incomplete ({outcome.reason}); what was measured is kept", file=sys.stderr)
         return 130 if (outcome.reason or "").startswith("interrupted") else 1
+    return 0
+
+
+def _run_sweep(args: argparse.Namespace, given: list[str], experiments: list[Any]) -> int:
+    """Runs of a swept parameter, one after the other, each in OUT/NAME=VALUE/, then compared."""
+    from .plots import plot_comparison
+    from .results import summary_table
+    from .runner import default_out, run_experiment
+
+    fixed = {item.partition("=")[0].strip() for item in given}
+    swept = [k for k in experiments[0].params if k not in fixed
+             and len({str(e.params[k]) for e in experiments}) > 1]
+    root = args.out or default_out(experiments[0])
+    columns, runs = [], []
+    for i, experiment in enumerate(experiments, 1):
+        label = ",".join(f"{k}={experiment.params[k]}" for k in swept)
+        print(f"run {i} of {len(experiments)}: {label}", flush=True)
+        outcome = run_experiment(experiment, root / label, progress=not args.quiet, svg=args.svg)
+        for warning in outcome.warnings:
+            print(f"warning: {label}: {warning}", file=sys.stderr)
+        columns.append((label, outcome.summary))
+        runs.append((label, outcome.run_dir))
+        if not outcome.complete:
+            print(summary_table(columns))
+            return _exit_status(outcome)
+    print(summary_table(columns))
+    compared = plot_comparison(runs, root / "plots", svg=args.svg)
+    for warning in compared.warnings:
+        print(f"warning: {warning}", file=sys.stderr)
+    print(f"\nresults: {root}/ (one directory per run: {', '.join(label for label, _ in runs)})")
+    print(f"plots:   {root / 'plots'}/ ({', '.join(p.name for p in compared.files if p.suffix == '.png')})")
     return 0
 
 
@@ -219,7 +264,8 @@ def cmd_presets(args: argparse.Namespace) -> int:
         print("\nparameters (--set NAME=VALUE):")
         width = max((len(p.name) for p in params), default=0)
         for p in params:
-            print(f"  {p.name:<{width}}  {p.help} (default {p.default}, {p.type})")
+            swept = f"; without --set runs each of: {', '.join(map(str, p.sweep))}" if p.sweep else ""
+            print(f"  {p.name:<{width}}  {p.help} (default {p.default}, {p.type}{swept})")
         print(f"\nrun it:  sudo bloatlab run --preset {args.name}")
         return 0
     presets = list_presets()
@@ -328,9 +374,12 @@ def build_parser() -> argparse.ArgumentParser:
                   "Builds the experiment's network, runs its workloads (iperf3, ping, curl) on their "
                   "schedule with\nthe probes (cwnd from tcp:tcp_probe or ss, queue occupancy, "
                   "throughput), removes the network,\nand writes RUN/run.json, summary.json, "
-                  "series/*.csv, raw/ and plots/ (docs/results.md).\nCtrl-C stops cleanly and keeps "
+                  "series/*.csv, raw/ and plots/ (docs/results.md).\nA parameter the spec sweeps "
+                  "(aqm in the aqm preset) runs once per value unless --set, each\nin OUT/NAME=VALUE/, "
+                  "then compared in OUT/plots/.\nCtrl-C stops cleanly and keeps "
                   "what was measured, marked incomplete. Needs root.",
                   ["sudo bloatlab run --preset cs244",
+                   "sudo bloatlab run --preset aqm --set duration=20s   # taildrop, red, codel, pie, fq_codel",
                    "sudo bloatlab run --preset cs244 --set maxq=20 --set duration=30s --out results/q20",
                    "sudo bloatlab run my-experiment.toml --set bw_net=1.5mbit"])
     run.add_argument("spec", metavar="SPEC.toml", nargs="?", type=Path, help="the experiment spec file")

@@ -336,3 +336,106 @@ def _dig(value: Any, *keys: str) -> Any:
 
 def _show(value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(value)
+
+
+# Comparisons -------------------------------------------------------------------------------
+
+def plot_comparison(runs: list[tuple[str, Path]], out: Path, svg: bool = False) -> PlotResult:
+    """Runs side by side, each labelled: RTT over time on one plot, web fetch times, and the
+    bulk flows' goodput. Drawn from the runs' files alone, like plot_run."""
+    loaded = [(label, _load_run(Path(d))) for label, d in runs]
+    warnings: list[str] = []
+    figures = {
+        "compare-rtt": _compare_rtt(loaded, lambda m: warnings.append(f"compare-rtt.png: {m}")),
+        "compare-fetch": _compare_fetch(loaded, lambda m: warnings.append(f"compare-fetch.png: {m}")),
+        "compare-goodput": _compare_goodput(loaded, lambda m: warnings.append(f"compare-goodput.png: {m}")),
+    }
+    out.mkdir(parents=True, exist_ok=True)
+    files = []
+    for name, fig in figures.items():
+        files.append(out / f"{name}.png")
+        fig.savefig(files[-1], metadata={"Software": None})
+        if svg:
+            files.append(out / f"{name}.svg")
+            with matplotlib.rc_context({"svg.hashsalt": "bloatlab"}):
+                fig.savefig(files[-1], metadata={"Date": None})
+    return PlotResult(files, warnings)
+
+
+def _compare_figure(title: str, xlabel: str) -> tuple[Figure, Axes]:
+    fig = Figure(figsize=(WIDTH_IN, PANEL_HEIGHT_IN), dpi=DPI, layout="constrained")
+    ax = fig.add_subplot()
+    ax.set_title(title)
+    ax.set_xlabel(xlabel)
+    ax.grid(True, alpha=0.3)
+    return fig, ax
+
+
+def _compare_rtt(runs: list[tuple[str, _Run]], warn: Warn) -> Figure:
+    fig, ax = _compare_figure("Ping round-trip time", TIME_LABEL)
+    drawn = 0
+    for i, (label, run) in enumerate(runs):
+        pings, reason = _read_series(run, "ping.csv", None, ("t_s", "rtt_ms"), warn)
+        if reason:
+            warn(f"{label}: {reason}")
+            continue
+        for s in pings.values():
+            median = np.median(s["rtt_ms"]) if len(s["rtt_ms"]) else float("nan")
+            ax.plot(s["t_s"], s["rtt_ms"], "-", lw=0.8, color=f"C{i}", label=f"{label} (median {median:.1f} ms)")
+            drawn += 1
+    if not drawn:
+        _note(ax, "no data: no run has ping replies")
+    ax.set_ylabel("RTT (ms)")
+    ax.set_ylim(bottom=0)
+    if drawn:
+        ax.legend(loc="upper right", fontsize="small")
+    return fig
+
+
+def _compare_fetch(runs: list[tuple[str, _Run]], warn: Warn) -> Figure:
+    fig, ax = _compare_figure("Web fetch duration", "")
+    data, labels = [], []
+    for label, run in runs:
+        workloads, reason = _read_series(run, "fetch.csv", "workload", ("t_s", "seconds", "ok"), warn)
+        if reason:
+            warn(f"{label}: {reason}")
+        seconds = [s["seconds"][s["ok"] == 1] for s in workloads.values()]
+        data.append(np.concatenate(seconds) if seconds else np.zeros(0))
+        labels.append(label)
+    if any(len(d) for d in data):
+        ax.boxplot([d if len(d) else [np.nan] for d in data], showmeans=True)
+        for i, d in enumerate(data):
+            ax.plot(np.full(len(d), i + 1.0), d, "o", ms=3, alpha=0.5, color="C0")
+        ax.set_xticks(range(1, len(labels) + 1), [f"{lab}\n({len(d)} fetches)" for lab, d in zip(labels, data)])
+    else:
+        _note(ax, "no data: no run has web fetches")
+    ax.set_ylabel("fetch duration (s)")
+    ax.set_ylim(bottom=0)
+    return fig
+
+
+def _compare_goodput(runs: list[tuple[str, _Run]], warn: Warn) -> Figure:
+    fig, ax = _compare_figure("Goodput of the bulk flows", "")
+    labels, flows_per_run = [], []
+    for label, run in runs:
+        flows = {name: _dig(run.summary, "flows", name, "goodput_mbps") for name in run.flows("bulk")}
+        if not flows:
+            warn(f"{label}: no bulk flow")
+        labels.append(label)
+        flows_per_run.append(flows)
+    names = list(dict.fromkeys(n for f in flows_per_run for n in f))
+    if not names:
+        _note(ax, "no data: no run has a bulk flow")
+        return fig
+    width = 0.8 / len(names)
+    for j, name in enumerate(names):
+        values = [f.get(name) for f in flows_per_run]
+        heights = [v if isinstance(v, (int, float)) else 0.0 for v in values]
+        bars = ax.bar(np.arange(len(labels)) + j * width, heights, width, label=name, color=f"C{j}")
+        for bar, v in zip(bars, values):
+            ax.annotate(f"{v:.2f}" if isinstance(v, (int, float)) else "n/a", (bar.get_x() + bar.get_width() / 2,
+                        bar.get_height()), ha="center", va="bottom", fontsize="small")
+    ax.set_xticks(np.arange(len(labels)) + width * (len(names) - 1) / 2, labels)
+    ax.set_ylabel("goodput (Mbit/s)")
+    ax.legend(loc="lower right", fontsize="small")
+    return fig

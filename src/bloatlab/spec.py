@@ -39,7 +39,7 @@ MIN_PING_INTERVAL_NS = 10 * 10**6  # what the issue promises; ping itself goes l
 DEFAULT_WEB_SIZE_BYTES = 180_000  # about the index page the CS244 original fetched
 
 SPEC_KEYS = ("name", "description", "duration", "seed", "params", "topology", "workloads", "probes")
-PARAM_KEYS = ("default", "type", "help", "choices", "min", "max")
+PARAM_KEYS = ("default", "type", "help", "choices", "min", "max", "sweep")
 PROBE_KEYS = ("tcp", "queue")
 COMMON_WORKLOAD_KEYS = ("kind", "name", "start", "stop")
 WORKLOAD_KEYS = {
@@ -61,6 +61,8 @@ class Param:
     choices: tuple[Any, ...] | None = None
     min: float | None = None
     max: float | None = None
+    # Values run in turn when the parameter is not --set (`sweep = true`: every choice).
+    sweep: tuple[Any, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -272,8 +274,36 @@ def _parse_params(raw: object) -> dict[str, Param]:
             raise SpecError("must be a non-empty list of the allowed values", field=field_of(where, "choices"))
         param = Param(name, kind, None, str(table.get("help", "")),
                       tuple(choices) if choices else None, table.get("min"), table.get("max"))
-        params[name] = Param(**{**param.__dict__, "default": check_param(param, default, field_of(where, "default"))})
+        sweep = _parse_sweep(table.get("sweep"), param, field_of(where, "sweep"))
+        params[name] = Param(**{**param.__dict__, "default": check_param(param, default, field_of(where, "default")),
+                                "sweep": sweep})
     return params
+
+
+def _parse_sweep(raw: object, param: Param, where: str) -> tuple[Any, ...] | None:
+    if raw is None or raw is False:
+        return None
+    if raw is True:
+        if param.choices is None:
+            raise SpecError("sweep = true runs every choice, but the parameter has no choices; "
+                            "list the values: sweep = [...]", field=where)
+        return param.choices
+    if not isinstance(raw, list) or not raw:
+        raise SpecError("must be true (every choice) or a non-empty list of values", field=where)
+    return tuple(check_param(param, v, field_of(where, i)) for i, v in enumerate(raw))
+
+
+def sweep_points(preset: str | None, path: str | Path | None, sets: list[str]) -> list[list[str]]:
+    """The --set lists of the runs a command means: one per combination of the swept
+    parameters not given with --set (just `sets` when nothing is swept)."""
+    source = _preset_path(preset) if preset else Path(path)  # type: ignore[arg-type]
+    params = _parse_params(load_toml(source).get("params", {}))
+    given = {item.partition("=")[0].strip() for item in sets}
+    points = [list(sets)]
+    for p in params.values():
+        if p.sweep and p.name not in given:
+            points = [point + [f"{p.name}={v}"] for point in points for v in p.sweep]
+    return points
 
 
 def check_param(param: Param, value: Any, where: str) -> Any:

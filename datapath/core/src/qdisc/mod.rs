@@ -9,6 +9,8 @@ mod codel;
 mod fifo;
 mod fq_codel;
 mod pie;
+#[cfg(test)]
+mod properties;
 mod red;
 #[cfg(test)]
 mod testkit;

@@ -132,6 +132,10 @@ def read_stats(path: str | Path) -> dict[str, Any]:
     return stats
 
 
+def read_stats_if_any(path: str | Path) -> dict[str, Any] | None:
+    return _try_read_json(Path(path))
+
+
 def qlog_dtype() -> np.dtype:
     import numpy as np  # here, so that building networks does not need numpy
 

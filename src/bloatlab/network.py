@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from . import netns, state
-from .datapath import Datapath
+from .datapath import Datapath, read_stats_if_any
 from .errors import BloatlabError, MachineError, SpecError
 from .links import KernelBackend, LinkBackend, Port, UserspaceBackend, available_qdiscs, choose_backend
 from .topology import Topology
@@ -90,6 +90,8 @@ class Network:
         self._state: state.NetworkState | None = None
         self._userspace: UserspaceBackend | None = None
         self._datapath: Datapath | None = None  # when attached to a running network
+        # The datapath's stats file as it was written on exit (counters per reason), after down().
+        self.final_datapath_stats: dict[str, Any] | None = None
 
     # Names ------------------------------------------------------------------------------
 
@@ -263,6 +265,8 @@ class Network:
         try:
             if dp is not None and dp.stop():  # first: it flushes its logs and final stats
                 removed.append(f"process {dp.pid} (bloatlab-link)")
+            if dp is not None and dp.stats_path is not None:
+                self.final_datapath_stats = read_stats_if_any(dp.stats_path)
         except Exception as e:  # keep going: the namespaces must go whatever happened
             errors.append(e)
         namespaces = self._state.namespaces if self._state else []

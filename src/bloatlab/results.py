@@ -167,7 +167,11 @@ def summary_lines(summary: dict[str, Any]) -> list[tuple[str, str]]:
         lines.append(("web fetches ok / failed", f"{fetch['count']} / {fetch.get('failed', 0)}"))
     for link, q in summary.get("queue", {}).items():
         lines.append((f"queue {link} mean/max", f"{_num(q.get('mean_pkts'), '.1f')}/{_num(q.get('max_pkts'), 'd')} packets"))
-        lines.append((f"queue {link} drops", _num(q.get("drops"), "d")))
+        by_reason = q.get("drops_by_reason")
+        reasons = f" ({', '.join(f'{r} {n}' for r, n in by_reason.items())})" if by_reason else ""
+        lines.append((f"queue {link} drops", _num(q.get("drops"), "d") + reasons))
+        if q.get("marks"):
+            lines.append((f"queue {link} CE marks", ", ".join(f"{r} {n}" for r, n in q["marks"].items())))
     return lines
 
 

@@ -358,6 +358,17 @@ class Run:
             return None
         return queue_probe.from_qdisc_csv(sampler.path, self.clock.t0_mono)
 
+    def _datapath_stats(self) -> dict[str, dict[str, Any]]:
+        """The datapath's final counters per direction name ("s0->h2"), userspace links only."""
+        final = (self.net.final_datapath_stats or {}) if self.net is not None else {}
+        out = {}
+        for link in self.exp.topology.links:
+            stats = final.get("links", {}).get(link.name, {})
+            for which in ("forward", "reverse"):
+                if which in stats:
+                    out[link.direction_name(which)] = stats[which]
+        return out
+
     def _run_json(self, complete: bool, queue_sources: dict[str, str]) -> dict[str, Any]:
         exp = self.exp
         topo = exp.topology.to_dict()
@@ -383,6 +394,7 @@ class Run:
             "network": self.net.name if self.net else None,
             "links": [{"name": link["name"], "ends": link["ends"], "backend": link.get("backend_used"),
                        "forward": link["forward"], "reverse": link["reverse"]} for link in topo["links"]],
+            "datapath_stats": self._datapath_stats(),
             "flows": flows,
             "probes": {"tcp": self.tcp_kind, "queue": queue_sources,
                        "tcp_lost_events": getattr(self.tcp, "lost_events", None)},

@@ -44,15 +44,19 @@ def test_queue_from_qlog_counts_only_the_queues_own_drops(tmp_path):
         (int(100.5e9), 1514, 1514, 1, 1, 0),   # enqueue
         (int(100.6e9), 1514, 1514, 1, 3, 2),   # drop: queue full
         (int(100.7e9), 1514, 1514, 1, 3, 1),   # drop: random loss, before the queue
+        (int(100.75e9), 1514, 1514, 1, 4, 3),  # CE mark by CoDel: the packet stays
         (int(100.8e9), 300_000, 0, 0, 2, 0),   # dequeue
+        (int(101.5e9), 1514, 0, 0, 3, 8),      # a CoDel drop after the run's end
     ]
     path = tmp_path / "l.forward.qlog"
     path.write_bytes(b"".join(record.pack(*e) for e in events))
     trace = from_qlog(path, t0)
-    assert list(trace.drops) == [0, 1, 1, 1]
+    assert list(trace.drops) == [0, 1, 1, 1, 1, 2]
     assert trace.t_s[0] == pytest.approx(0.5)
     summary = trace.summary(1.0)
     assert summary["drops"] == 1 and summary["max_pkts"] == 1
+    assert summary["drops_by_reason"] == {"queue_full": 1}
+    assert summary["marks"] == {"codel": 1}
     assert summary["mean_pkts"] == pytest.approx(0.3)  # one packet from 0.5 s to 0.8 s
 
 

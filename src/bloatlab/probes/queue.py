@@ -5,12 +5,12 @@ the summary's queue.LINK numbers.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
-from ..datapath import KIND_DROP, PRE_QUEUE_DROP_REASONS, read_qlog
+from ..datapath import DROP_REASONS, KIND_DROP, KIND_MARK, MARK_REASONS, PRE_QUEUE_DROP_REASONS, read_qlog
 
 # The queue's own drops are every reason but those before it (loss, oversize, runt).
 MAX_ROWS = 200_000  # per direction in queue.csv; beyond it, one row per millisecond
@@ -24,6 +24,12 @@ class QueueTrace:
     pkts: np.ndarray
     nbytes: np.ndarray
     drops: np.ndarray
+    # The queue's own drops and its CE marks, each at its time with its reason code; only the
+    # datapath's log has them (a kernel qdisc's counters do not say why).
+    drop_t: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    drop_reason: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.uint8))
+    mark_t: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    mark_reason: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.uint8))
 
     def summary(self, duration_s: float) -> dict[str, float | int | None]:
         """Time-weighted means over [0, duration_s], maxima and drops within it."""
@@ -39,7 +45,17 @@ class QueueTrace:
         pkts, nbytes, drops = steps(self.pkts), steps(self.nbytes), steps(self.drops)
         widths = np.diff(np.concatenate([[0.0], self.t_s[inside], [duration_s]]))
         span = float(widths.sum())
+        def by_reason(t: np.ndarray, codes: np.ndarray, names: dict[int, str]) -> dict[str, int]:
+            inside = (t > 0.0) & (t <= duration_s)
+            found, counts = np.unique(codes[inside], return_counts=True)
+            return {names.get(int(c), str(int(c))): int(n) for c, n in zip(found, counts)}
+
+        verdicts = {}
+        if len(self.drop_t) or len(self.mark_t):
+            verdicts = {"drops_by_reason": by_reason(self.drop_t, self.drop_reason, DROP_REASONS),
+                        "marks": by_reason(self.mark_t, self.mark_reason, MARK_REASONS)}
         return {
+            **verdicts,
             "mean_pkts": float(np.dot(pkts, widths) / span) if span > 0 else float(pkts[0]),
             "max_pkts": int(pkts.max()),
             "mean_bytes": float(np.dot(nbytes, widths) / span) if span > 0 else float(nbytes[0]),
@@ -65,8 +81,10 @@ def from_qlog(path: Path, t0_mono: float) -> QueueTrace:
     records = read_qlog(path)
     t_s = records["t_ns"].astype(np.float64) / 1e9 - t0_mono
     own_drop = (records["kind"] == KIND_DROP) & ~np.isin(records["reason"], PRE_QUEUE_DROP_REASONS)
+    mark = records["kind"] == KIND_MARK
     return QueueTrace(t_s, records["backlog_pkts"].astype(np.int64), records["backlog_bytes"].astype(np.int64),
-                      np.cumsum(own_drop).astype(np.int64))
+                      np.cumsum(own_drop).astype(np.int64), t_s[own_drop], records["reason"][own_drop],
+                      t_s[mark], records["reason"][mark])
 
 
 def from_qdisc_csv(path: Path, t0_mono: float) -> QueueTrace:

@@ -594,6 +594,12 @@ def _direction(
     )
 
 
+def parse_queue(value: object, field_name: str) -> QueueSpec:
+    """A queue table as a topology gives it ({"discipline": "codel", "target": "5ms", "packets": 1000})
+    validated into a QueueSpec; errors name `field_name`.KEY. For tools outside topologies (replay)."""
+    return _parse_queue(value, field_name)
+
+
 def _parse_queue(value: object, base: str) -> QueueSpec:
     if not isinstance(value, dict):
         raise SpecError(f"{show(value)} is not a queue; write a table such as {_QUEUE_EXAMPLE}", field=base)

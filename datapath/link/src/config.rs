@@ -216,13 +216,7 @@ impl QueueJson {
 
 impl Config {
     pub fn load(path: &str) -> Result<Config, String> {
-        let text = std::fs::read_to_string(path).map_err(|e| format!("config {path}: {e}"))?;
-        // Deserialise with the path of the offending field, so errors name it.
-        let cfg: Config = serde_path_to_error::deserialize(&mut serde_json::Deserializer::from_str(&text)).map_err(|e| {
-            let field = e.path().to_string();
-            let inner = e.into_inner();
-            if field == "." { format!("config {path}: {inner}") } else { format!("{field}: {inner}") }
-        })?;
+        let cfg: Config = load_json(path)?;
         if cfg.links.is_empty() {
             return Err("links: no link to emulate".into());
         }
@@ -236,6 +230,17 @@ impl Config {
         }
         Ok(cfg)
     }
+}
+
+/// Reads a JSON file into `T`; an error names the offending field (or the file), on one line.
+pub fn load_json<T: serde::de::DeserializeOwned>(path: &str) -> Result<T, String> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("config {path}: {e}"))?;
+    // Deserialise with the path of the offending field, so errors name it.
+    serde_path_to_error::deserialize(&mut serde_json::Deserializer::from_str(&text)).map_err(|e| {
+        let field = e.path().to_string();
+        let inner = e.into_inner();
+        if field == "." { format!("config {path}: {inner}") } else { format!("{field}: {inner}") }
+    })
 }
 
 impl DirectionJson {

@@ -2,7 +2,6 @@
 //! The I/O shell around bloatlab-core: sockets, the clock, threads, signals and reports.
 
 mod clock;
-mod config;
 mod direction;
 mod socket;
 
@@ -16,7 +15,7 @@ use std::time::Duration as StdDuration;
 use bloatlab_core::stats::DropCounts;
 use serde_json::{json, Value};
 
-use config::Config;
+use bloatlab_link::config::Config;
 use direction::{Direction, Snapshot};
 use socket::{ifindex, PacketSocket, RxRing};
 

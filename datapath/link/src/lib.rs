@@ -1,0 +1,4 @@
+//! The parts of bloatlab-link other tools share: the JSON config reader (the replay reads a
+//! link direction's config with it, so a replay and a live link resolve a config the same way).
+
+pub mod config;

@@ -1,0 +1,365 @@
+"""`bloatlab replay`: one link direction in virtual time, over an arrival trace or a synthetic
+arrival process, with every packet's fate (docs/replay.md); and `bloatlab bench replay`.
+
+Owns the command line and the replay's config; the work is the `bloatlab-replay` binary's,
+which drives the datapath core (the live datapath's own code) without a clock or a socket.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from .errors import BloatlabError, MachineError, SpecError
+from .topology import DirectionSpec, QueueSpec, check_trace, parse_queue
+from .units import format_duration_ns, format_rate, parse_duration_ns, parse_percent, parse_rate, parse_size_bytes
+
+BINARY_NAME = "bloatlab-replay"
+REPO_BINARY = Path(__file__).resolve().parents[2] / "target" / "release" / BINARY_NAME  # make setup
+PROCESSES = ("constant", "poisson", "on-off")
+ECN_CODES = {"not-ect": 0, "ect1": 1, "ect0": 2, "ce": 3}
+MIN_SIZE_BYTES, MAX_SIZE_BYTES = 42, 65535  # Ethernet + IPv4 + UDP headers .. an IPv4 datagram
+TRACE_OPPORTUNITY_BYTES = 1504  # what one Mahimahi delivery opportunity carries
+
+BENCH_DISCIPLINES = ("codel", "droptail", "fq_codel", "red", "pie")
+BENCH_TARGET_PPS = 5_000_000  # for CoDel
+BENCH_RATE = "10mbit"
+BENCH_LOAD = 1.2
+
+
+def find_binary() -> Path:
+    """$BLOATLAB_REPLAY, else <repo>/target/release/bloatlab-replay, else bloatlab-replay on PATH."""
+    if env := os.environ.get("BLOATLAB_REPLAY"):
+        if not os.access(env, os.X_OK):
+            raise MachineError(f"{env} is not an executable file; fix the variable or unset it",
+                               field="BLOATLAB_REPLAY")
+        return Path(env)
+    if os.access(REPO_BINARY, os.X_OK):
+        return REPO_BINARY
+    if on_path := shutil.which(BINARY_NAME):
+        return Path(on_path)
+    raise MachineError(f"{BINARY_NAME} not found; run make build (cargo build --release), "
+                       "or set BLOATLAB_REPLAY to its path")
+
+
+# Reading the command line -------------------------------------------------------------------
+
+def _cli_value(text: str) -> Any:
+    """A queue setting as TOML would give it: 1000 -> int, 0.02 -> float, true -> bool, "5ms" stays."""
+    if re.fullmatch(r"\d+", text):
+        return int(text)
+    if re.fullmatch(r"\d+\.\d*|\.\d+", text):
+        return float(text)
+    return {"true": True, "false": False}.get(text, text)
+
+
+def parse_queue_option(text: str, flag: str = "--queue") -> QueueSpec:
+    """'discipline=codel,target=5ms,packets=1000' -> a QueueSpec, by the topology's own rules."""
+    table: dict[str, Any] = {}
+    for item in (part.strip() for part in text.split(",")):
+        key, sep, value = item.partition("=")
+        key, value = key.strip(), value.strip()
+        if not sep or not key or not value:
+            raise SpecError(f"{item!r} is not KEY=VALUE; write e.g. discipline=codel,target=5ms,packets=1000",
+                            field=flag)
+        if key in table:
+            raise SpecError(f"{key} is given twice", field=f"{flag}.{key}")
+        table[key] = _cli_value(value)
+    return parse_queue(table, flag)
+
+
+def _count(text: str | None, flag: str, low: int = 1, high: int = 2**63 - 1) -> int | None:
+    if text is None:
+        return None
+    if not re.fullmatch(r"\d+", text) or not low <= int(text) <= high:
+        raise SpecError(f"{text!r} is not a whole number from {low} to {high}", field=flag)
+    return int(text)
+
+
+def _size(text: str, flag: str) -> int:
+    size = parse_size_bytes(int(text) if re.fullmatch(r"\d+", text) else text, flag)
+    if not MIN_SIZE_BYTES <= size <= MAX_SIZE_BYTES:
+        raise SpecError(f"{size} bytes is not from {MIN_SIZE_BYTES} (the headers) to {MAX_SIZE_BYTES}", field=flag)
+    return size
+
+
+def trace_mean_bps(path: Path) -> float:
+    """A Mahimahi trace's mean rate: its opportunities' bytes over its period."""
+    times = [int(line) for line in path.read_text().split()]
+    return len(times) * TRACE_OPPORTUNITY_BYTES * 8 / (times[-1] / 1000)
+
+
+def build_direction(args: argparse.Namespace) -> DirectionSpec:
+    """The link direction the flags describe: rate or trace, delay, loss, queue."""
+    queue = parse_queue_option(args.queue)
+    trace = None
+    if args.trace is not None:
+        if args.rate is not None:
+            raise SpecError("give a rate or a trace, not both", field="--trace")
+        trace = Path(args.trace).resolve()
+        check_trace(trace, "--trace")
+        rate_bps = None
+    elif args.rate is None:
+        raise SpecError('give the link rate (e.g. --rate 10mbit, or "unlimited") or --trace FILE', field="--rate")
+    else:
+        rate_bps = parse_rate(args.rate, "--rate")
+    delay_ns = parse_duration_ns(args.delay, "--delay")
+    loss = parse_percent(args.loss, "--loss") if args.loss is not None else 0.0
+    return DirectionSpec(rate_bps=rate_bps, trace=trace, delay_ns=delay_ns, loss=loss, queue=queue)
+
+
+def synthetic_flags(args: argparse.Namespace, direction: DirectionSpec) -> list[str]:
+    """The binary's flags for the synthetic arrival process the command line asks for."""
+    size = _size(args.size, "--size")
+    rates = [name for name, given in (("--load", args.load), ("--arrival-rate", args.arrival_rate),
+                                      ("--pps", args.pps)) if given is not None]
+    if len(rates) != 1:
+        raise SpecError("give the arrival rate as one of --load (times the link's rate), --arrival-rate "
+                        "or --pps", field=rates[1] if len(rates) > 1 else "--load")
+    flags = ["--synthetic", args.synthetic, "--size", str(size)]
+    if args.load is not None:
+        try:
+            load = float(args.load)
+        except ValueError:
+            load = -1.0
+        if not 0 < load <= 1000:
+            raise SpecError(f"{args.load!r} is not a load; write a number above 0, e.g. 1.2", field="--load")
+        if direction.trace is not None:
+            link_bps = trace_mean_bps(direction.trace)
+        elif direction.rate_bps is not None:
+            link_bps = direction.rate_bps
+        else:
+            raise SpecError("an unlimited link has no rate to load; give --arrival-rate or --pps", field="--load")
+        flags += ["--arrival-bps", str(max(1, round(load * link_bps)))]
+    elif args.arrival_rate is not None:
+        bps = parse_rate(args.arrival_rate, "--arrival-rate")
+        if bps is None:
+            raise SpecError('arrivals need a rate; "unlimited" is for links', field="--arrival-rate")
+        flags += ["--arrival-bps", str(bps)]
+    else:
+        flags += ["--arrival-pps", str(_count(args.pps, "--pps"))]
+    packets = _count(args.packets, "--packets")
+    duration_ns = parse_duration_ns(args.duration, "--duration", allow_zero=False) if args.duration else None
+    if packets is None and duration_ns is None:
+        raise SpecError("say how many arrivals: --packets N, --duration TIME, or both", field="--packets")
+    if packets is not None:
+        flags += ["--packets", str(packets)]
+    if duration_ns is not None:
+        flags += ["--duration-ns", str(duration_ns)]
+    flags += ["--flows", str(_count(args.flows, "--flows", 1, 2**32 - 1)), "--flow-ids", args.flow_ids,
+              "--ecn", str(ECN_CODES[args.ecn])]
+    if args.synthetic == "on-off":
+        if args.on is None or args.off is None:
+            raise SpecError("on-off arrivals need --on TIME and --off TIME", field="--on" if args.on is None else "--off")
+        flags += ["--on-ns", str(parse_duration_ns(args.on, "--on", allow_zero=False)),
+                  "--off-ns", str(parse_duration_ns(args.off, "--off"))]
+    elif args.on is not None or args.off is not None:
+        raise SpecError("only --synthetic on-off has on and off periods", field="--on" if args.on else "--off")
+    return flags
+
+
+# Running the binary -------------------------------------------------------------------------
+
+def write_config(path: Path, direction: DirectionSpec, seed: int) -> None:
+    """The replay's config: the datapath's direction JSON (docs/datapath.md) with its seed."""
+    config = {**direction.to_dict(), "seed": seed}
+    path.write_text(json.dumps(config, indent=2) + "\n")
+
+
+def run_binary(config: Path, out: Path, arrival_flags: list[str]) -> dict[str, Any]:
+    """Runs bloatlab-replay; its summary.json. Its one-line errors become SpecErrors."""
+    argv = [str(find_binary()), "--config", str(config), "--out", str(out), *arrival_flags]
+    proc = subprocess.run(argv, capture_output=True, text=True)
+    if proc.returncode != 0:
+        lines = [line for line in proc.stderr.splitlines() if line.strip()]
+        message = lines[-1] if lines else f"exit status {proc.returncode}"
+        message = message.removeprefix(f"{BINARY_NAME}: error: ")
+        if proc.returncode == 2:
+            raise SpecError(message)
+        raise BloatlabError(f"{BINARY_NAME} failed (exit status {proc.returncode}): {message}")
+    return json.loads((out / "summary.json").read_text())
+
+
+def _n(count: int) -> str:
+    return f"{count:,}"
+
+
+def render_summary(summary: dict[str, Any], direction: DirectionSpec) -> str:
+    pace = f"trace {direction.trace.name}" if direction.trace else format_rate(direction.rate_bps)
+    packets = summary["packets"]
+    drops = {k: v for k, v in summary["dropped"].items() if v}
+    marks = {k: v for k, v in summary["marked"].items() if v}
+    by = lambda counts: f" ({', '.join(f'{k} {_n(v)}' for k, v in counts.items())})" if counts else ""  # noqa: E731
+    share = lambda n: f" = {100 * n / packets:.2f}%" if packets else ""  # noqa: E731
+    soj = summary["sojourn_ns"]
+    ns = lambda v: "-" if v is None else f"{v / 1e6:.3f} ms"  # noqa: E731
+    return "\n".join([
+        f"replayed {_n(packets)} packets through {summary['discipline']} at {pace} in "
+        f"{summary['wall_time_s']:.3f} s: {summary['packets_per_s'] / 1e6:.2f} Mpps",
+        f"  departed {_n(summary['departed'])}, dropped {_n(summary['dropped_total'])}"
+        f"{share(summary['dropped_total'])}{by(drops)}, marked {_n(summary['marked_total'])}{by(marks)}",
+        f"  sojourn in the queue: p50 {ns(soj['p50'])}, p99 {ns(soj['p99'])}, max {ns(soj['max'])}",
+        f"  throughput {summary['throughput_bps'] / 1e6:.3f} Mbit/s over "
+        f"{summary['virtual_duration_ns'] / 1e9:.3f} s of virtual time",
+    ])
+
+
+def cmd_replay(args: argparse.Namespace) -> int:
+    direction = build_direction(args)
+    seed = _count(args.seed, "--seed", 0, 2**64 - 1)
+    if (args.arrivals is None) == (args.synthetic is None):
+        raise SpecError("give an arrival trace (--arrivals FILE.csv) or --synthetic PROCESS, one of them",
+                        field="--arrivals")
+    if args.arrivals is not None:
+        given = [flag for flag, value in (("--load", args.load), ("--arrival-rate", args.arrival_rate),
+                                          ("--pps", args.pps), ("--packets", args.packets),
+                                          ("--duration", args.duration), ("--on", args.on), ("--off", args.off))
+                 if value is not None]
+        if given:
+            raise SpecError("a trace gives every packet; this flag is for --synthetic", field=given[0])
+        path = Path(args.arrivals)
+        if not path.is_file():
+            raise SpecError(f"{path} is not a file", field="--arrivals")
+        arrival_flags = ["--arrivals", str(path.resolve())]
+    else:
+        arrival_flags = synthetic_flags(args, direction)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    config = out / "replay.json"
+    write_config(config, direction, seed)
+    summary = run_binary(config, out, arrival_flags)
+    print(render_summary(summary, direction))
+    print(f"\nfiles: {out / 'fates.csv'} (one line per packet), {out / 'summary.json'}, {config}")
+    return 0
+
+
+def _add_arguments(sub: argparse.ArgumentParser) -> None:
+    link = sub.add_argument_group("the link")
+    link.add_argument("--queue", required=True, metavar="SPEC",
+                      help="the queue as KEY=VALUE,...: discipline and limit (packets or bytes) and the "
+                           "discipline's parameters as in a topology (docs/queues.md), "
+                           "e.g. discipline=codel,target=5ms,packets=1000")
+    link.add_argument("--rate", metavar="RATE", help='the link rate, e.g. 10mbit, or "unlimited"')
+    link.add_argument("--trace", metavar="FILE", help="a Mahimahi delivery trace instead of --rate")
+    link.add_argument("--delay", default="0ms", metavar="TIME", help="propagation delay (default: %(default)s)")
+    link.add_argument("--loss", metavar="PCT", help='random loss before the queue, e.g. "1%%" (default: none)')
+    link.add_argument("--seed", default="1", metavar="N",
+                      help="seeds the loss, the discipline and the synthetic arrivals (default: %(default)s)")
+    arrivals = sub.add_argument_group("the arrivals: a trace, or a synthetic process")
+    arrivals.add_argument("--arrivals", metavar="FILE.csv",
+                          help="CSV with the header t_ns,size_bytes,flow,ecn, times never decreasing")
+    arrivals.add_argument("--synthetic", choices=PROCESSES, help="an arrival process")
+    arrivals.add_argument("--load", metavar="X", help="arrival rate as a multiple of the link's rate (a trace's mean)")
+    arrivals.add_argument("--arrival-rate", metavar="RATE", help="arrival rate in bits, e.g. 12mbit")
+    arrivals.add_argument("--pps", metavar="N", help="arrival rate in packets per second")
+    arrivals.add_argument("--size", default="1500", metavar="BYTES",
+                          help="frame size on the wire, 42..65535 (default: %(default)s)")
+    arrivals.add_argument("--flows", default="1", metavar="N", help="number of flows (default: %(default)s)")
+    arrivals.add_argument("--flow-ids", default="round-robin", choices=("round-robin", "random"),
+                          help="how packets are given to flows (default: %(default)s)")
+    arrivals.add_argument("--ecn", default="not-ect", choices=tuple(ECN_CODES),
+                          help="the packets' ECN codepoint (default: %(default)s)")
+    arrivals.add_argument("--packets", metavar="N", help="stop after N arrivals")
+    arrivals.add_argument("--duration", metavar="TIME", help="stop arrivals at this virtual time")
+    arrivals.add_argument("--on", metavar="TIME", help="on-off: how long each burst lasts")
+    arrivals.add_argument("--off", metavar="TIME", help="on-off: the silence between bursts")
+    sub.add_argument("--out", required=True, metavar="DIR", help="where fates.csv and summary.json go")
+
+
+def add_parser(commands: argparse._SubParsersAction, formatter_class) -> argparse.ArgumentParser:
+    """Registers `bloatlab replay` among the CLI's commands."""
+    summary = "run a queue discipline in virtual time over an arrival trace or process"
+    sub = commands.add_parser(
+        "replay", help=summary, formatter_class=formatter_class,
+        description=f"{summary}\n\nThe datapath core (the code bloatlab-link runs) serves the arrivals at the "
+                    "link's rate in virtual\ntime and writes every packet's fate (DIR/fates.csv) and a summary "
+                    "(DIR/summary.json). No root,\nno namespaces (docs/replay.md).",
+        epilog="examples:\n"
+               "  bloatlab replay --queue discipline=codel,target=5ms,packets=1000 --rate 10mbit \\\n"
+               "      --synthetic poisson --load 1.2 --size 1500 --flows 4 --packets 1000000 --out results/replay\n"
+               "  bloatlab replay --queue discipline=droptail,packets=100 --rate 12mbit --arrivals trace.csv "
+               "--out results/r1")
+    sub.set_defaults(handler=cmd_replay)
+    _add_arguments(sub)
+    return sub
+
+
+# The benchmark ------------------------------------------------------------------------------
+
+def _bench_queue(discipline: str) -> QueueSpec:
+    return parse_queue_option(f"discipline={discipline},packets=1000")
+
+
+def bench_replay(args: argparse.Namespace) -> int:
+    """Replays millions of synthetic packets through each discipline; packets per second of each,
+    and a verdict on CoDel against BENCH_TARGET_PPS."""
+    try:
+        millions = float(args.packets)
+    except ValueError:
+        millions = 0.0
+    if not 0 < millions <= 1000:
+        raise SpecError(f"{args.packets!r} is not a number of millions of packets, e.g. 5", field="--packets")
+    repeats = _count(args.repeat, "--repeat", 1, 100)
+    packets = round(millions * 1e6)
+    disciplines = [d.strip() for d in args.disciplines.split(",") if d.strip()]
+    for d in disciplines:
+        parse_queue_option(f"discipline={d}", "--disciplines")
+    rate_bps = parse_rate(BENCH_RATE, "rate")
+    print(f"replaying {_n(packets)} packets per run (poisson arrivals at {BENCH_LOAD}x {format_rate(rate_bps)}, "
+          f"1500 bytes, 4 flows, queue of 1000 packets, fates written), best and median of {repeats} runs\n")
+    print(f"  {'discipline':<10} {'best Mpps':>9} {'median':>7} {'dropped':>8}  {'sojourn p99':>11}")
+    results: dict[str, dict[str, Any]] = {}
+    with tempfile.TemporaryDirectory(prefix="bloatlab-bench-replay-") as tmp:
+        for discipline in disciplines:
+            direction = DirectionSpec(rate_bps=rate_bps, queue=_bench_queue(discipline))
+            config = Path(tmp) / f"{discipline}.json"
+            write_config(config, direction, 1)
+            flags = ["--synthetic", "poisson", "--arrival-bps", str(round(BENCH_LOAD * rate_bps)), "--size", "1500",
+                     "--flows", "4", "--packets", str(packets)]
+            rates = []
+            for _ in range(repeats):
+                summary = run_binary(config, Path(tmp) / discipline, flags)
+                rates.append(summary["packets_per_s"])
+                (Path(tmp) / discipline / "fates.csv").unlink()
+            results[discipline] = {"best_pps": max(rates), "median_pps": statistics.median(rates), "runs_pps": rates,
+                                   "dropped": summary["dropped_total"] / summary["packets"],
+                                   "sojourn_p99_ns": summary["sojourn_ns"]["p99"]}
+            r = results[discipline]
+            p99 = "-" if r["sojourn_p99_ns"] is None else format_duration_ns(r["sojourn_p99_ns"])
+            print(f"  {discipline:<10} {r['best_pps'] / 1e6:>9.2f} {r['median_pps'] / 1e6:>7.2f} "
+                  f"{100 * r['dropped']:>7.1f}%  {p99:>11}", flush=True)
+    status = 0
+    if "codel" in results:
+        best = results["codel"]["best_pps"]
+        verdict = "ok" if best >= BENCH_TARGET_PPS else "MISS"
+        print(f"\n{verdict}: codel {best / 1e6:.2f} Mpps (best of {repeats}) against {BENCH_TARGET_PPS / 1e6:g} Mpps")
+        status = 0 if verdict == "ok" else 1
+    if args.json:
+        print(json.dumps(results, indent=2))
+    return status
+
+
+def add_bench_parser(bench_commands: argparse._SubParsersAction, formatter_class) -> argparse.ArgumentParser:
+    """Registers `bloatlab bench replay` among the bench subcommands."""
+    sub = bench_commands.add_parser(
+        "replay", help="how many packets per second bloatlab replay runs through each discipline",
+        formatter_class=formatter_class,
+        description="Replays synthetic packets (poisson, 1.2x the link rate) through each discipline in virtual "
+                    "time,\nwriting every fate, and prints packets per second; the verdict is CoDel's against "
+                    f"{BENCH_TARGET_PPS / 1e6:g} Mpps.",
+        epilog="examples:\n  bloatlab bench replay\n  bloatlab bench replay --packets 10 --repeat 5 --disciplines codel")
+    sub.set_defaults(handler=bench_replay)
+    sub.add_argument("--packets", default="5", metavar="MILLIONS", help="packets per run, in millions (default: %(default)s)")
+    sub.add_argument("--repeat", default="3", metavar="N", help="runs per discipline (default: %(default)s)")
+    sub.add_argument("--disciplines", default=",".join(BENCH_DISCIPLINES), metavar="LIST",
+                     help="comma-separated (default: %(default)s)")
+    sub.add_argument("--json", action="store_true", help="also print the figures as JSON")
+    return sub

@@ -407,6 +407,9 @@ def build_parser() -> argparse.ArgumentParser:
                       ["bloatlab compare results/q20 results/q100"])
     compare.add_argument("dirs", metavar="DIR", type=Path, nargs="+", help="results directories of runs")
 
+    from . import replay
+    replay.add_parser(commands, _formatter)
+
     bench = commands.add_parser("bench", help="benchmarks of bloatlab itself", formatter_class=_formatter,
                                 description="Benchmarks of bloatlab itself.")
     bench_commands = bench.add_subparsers(dest="bench_command", metavar="BENCHMARK", required=True)
@@ -424,6 +427,7 @@ def build_parser() -> argparse.ArgumentParser:
                       help="comma-separated one-way delays, each way (default: %(default)s)")
     link.add_argument("--duration", default="5s", help="how long each measurement runs (default: %(default)s)")
     link.add_argument("--out", metavar="DIR", type=Path, help="write raw results under DIR")
+    replay.add_bench_parser(bench_commands, _formatter)
     return parser
 
 

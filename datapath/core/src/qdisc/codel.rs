@@ -40,7 +40,7 @@ impl CodelParams {
         }
         if self.target >= self.interval {
             return Err(format!(
-                "target ({} us) must be below interval ({} us)",
+                "target: {} us must be below interval ({} us)",
                 self.target.nanos() / 1000,
                 self.interval.nanos() / 1000
             ));

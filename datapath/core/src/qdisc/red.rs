@@ -85,10 +85,10 @@ impl RedParams {
             return Err(format!("max: must be positive (the queue's limit {lim} is too small for the default limit / 4)"));
         }
         if min >= max {
-            return Err(format!("min ({min}) must be below max ({max})"));
+            return Err(format!("min: {min} must be below max ({max})"));
         }
         if max > lim {
-            return Err(format!("max ({max}) must not exceed the queue's limit ({lim})"));
+            return Err(format!("max: {max} must not exceed the queue's limit ({lim})"));
         }
         if !(self.probability > 0.0 && self.probability <= 1.0) {
             return Err(format!("probability: {} is not in (0, 1]", self.probability));

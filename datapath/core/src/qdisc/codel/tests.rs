@@ -206,6 +206,6 @@ fn limit_refuses_arrivals() {
 #[test]
 fn bad_parameters_name_the_field() {
     let p = CodelParams { target: Duration::from_millis(200), ..Default::default() };
-    assert_eq!(p.validate().unwrap_err(), "target (200000 us) must be below interval (100000 us)");
+    assert_eq!(p.validate().unwrap_err(), "target: 200000 us must be below interval (100000 us)");
     assert!(CodelParams { interval: Duration::ZERO, ..Default::default() }.validate().unwrap_err().starts_with("interval"));
 }

@@ -221,8 +221,8 @@ fn adaptive_tunes_max_p_towards_the_target_band() {
 #[test]
 fn bad_parameters_name_the_field() {
     let l = Limit::Packets(100);
-    assert_eq!(RedParams { min: Some(30), max: Some(20), ..Default::default() }.validate(l).unwrap_err(), "min (30) must be below max (20)");
-    assert!(RedParams { min: Some(10), max: Some(200), ..Default::default() }.validate(l).unwrap_err().starts_with("max (200) must not exceed"));
+    assert_eq!(RedParams { min: Some(30), max: Some(20), ..Default::default() }.validate(l).unwrap_err(), "min: 30 must be below max (20)");
+    assert!(RedParams { min: Some(10), max: Some(200), ..Default::default() }.validate(l).unwrap_err().starts_with("max: 200 must not exceed"));
     assert!(RedParams { probability: -0.1, ..Default::default() }.validate(l).unwrap_err().starts_with("probability"));
     assert!(RedParams { probability: 0.0, ..Default::default() }.validate(l).unwrap_err().starts_with("probability"));
     assert!(RedParams { min: Some(30), max: Some(60), burst_pkts: Some(5), ..Default::default() }.validate(l).unwrap_err().starts_with("burst"));

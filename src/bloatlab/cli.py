@@ -203,7 +203,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     experiments = [load(point) for point in points]
     need_root("run")
     if len(experiments) > 1:
-        return _run_sweep(args, points[0], experiments)
+        return _run_sweep(args, sets, experiments)
     experiment = experiments[0]
     out = args.out or default_out(experiment)
     outcome = run_experiment(experiment, out, progress=not args.quiet, svg=args.svg)

@@ -119,3 +119,17 @@ def test_the_aqm_preset_sweeps_every_discipline_and_compares(runs, tmp_path):
     assert all(p.stat().st_size > 5000 for p in compared.files)
     # These runs have no web workload: the fetch comparison says so rather than drawing nothing.
     assert any("fetch" in w for w in compared.warnings)
+
+
+def test_run_sweeps_from_the_command_line(tmp_path):
+    import subprocess
+    import sys
+
+    out = tmp_path / "sweep"
+    result = subprocess.run([sys.executable, "-m", "bloatlab", "run", "--preset", "aqm-isolation", "--set", "duration=3s",
+                             "--set", "maxq=100", "--out", str(out), "--quiet"], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    assert sorted(p.name for p in out.iterdir()) == ["aqm=codel", "aqm=fq_codel", "aqm=taildrop", "plots"]
+    assert all((out / d / "summary.json").exists() for d in ("aqm=codel", "aqm=fq_codel", "aqm=taildrop"))
+    assert (out / "plots" / "compare-rtt.png").exists()
+    assert "aqm=taildrop" in result.stdout and "codel" in result.stdout

@@ -25,13 +25,22 @@ const MAX_LEAD_NS: u64 = 500_000;
 /// if that is due no sooner than the walk itself takes on a cold path.
 const WARM_AFTER_IDLE_NS: u64 = 500_000;
 const WARM_TAKES_NS: u64 = 15_000;
-/// Nice value of a thread without real-time priority. The link stands for hardware, which
-/// does not wait for the hosts' processes: at equal weight the scheduler gives the busy
-/// thread of a saturated link only its share of a core next to the iperf3s and preempts it
-/// whenever one wakes, and the link's capacity then falls with the hosts' load (on 2 cores,
-/// -10 raised unlimited TCP throughput by about a fifth). Threads that mostly sleep, as at
-/// shaped rates, take no more CPU for it.
-const NICE: libc::c_int = -10;
+/// Nice value of a thread without real-time priority while frames wait in its ring. A link
+/// stands for hardware, which does not wait for the hosts' processes: at equal weight the
+/// thread of a saturated link gets only its share of a core next to the iperf3s, and is
+/// preempted whenever one wakes, so the link's capacity fell with the hosts' load (on 2
+/// cores, -10 raised unlimited TCP throughput by about a sixth). Only while backlogged: a
+/// thread that spins for a departure at -10 would take the hosts' CPU for nothing.
+const BUSY_NICE: libc::c_int = -10;
+
+/// Sets the calling thread's nice value; false (with a note) if the kernel refuses.
+fn set_nice(nice: libc::c_int) -> bool {
+    if unsafe { libc::setpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t, nice) } < 0 {
+        eprintln!("bloatlab-link: note: nice {nice} refused ({}); keeping normal priority", std::io::Error::last_os_error());
+        return false;
+    }
+    true
+}
 
 /// Lateness of departures against their due time, in 1 us buckets up to 100 ms.
 #[derive(Clone)]
@@ -147,8 +156,6 @@ impl Direction {
             if unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &p) } < 0 {
                 eprintln!("bloatlab-link: note: SCHED_FIFO refused ({}); running at normal priority", std::io::Error::last_os_error());
             }
-        } else if unsafe { libc::setpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t, NICE) } < 0 {
-            eprintln!("bloatlab-link: note: nice {NICE} refused ({}); running at nice 0", std::io::Error::last_os_error());
         }
         let mut pipe = Pipeline::new(&self.cfg, monotonic_now());
         pipe.record_events(self.log.is_some());
@@ -161,6 +168,8 @@ impl Direction {
         let mut wakeup = WakeupLead::new(self.spin_ns, MAX_LEAD_NS.max(self.spin_ns));
         let mut last_tx_ns = 0u64; // when this thread last handed frames to the kernel
         let mut rt_offset = realtime_offset_ns();
+        let mut may_renice = self.rt_priority <= 0;
+        let mut boosted = false; // at BUSY_NICE
         while !stop.load(Ordering::Relaxed) {
             // Arrivals first, each at the time the kernel received it rather than when this
             // thread woke: with delay ahead, a late wake-up then costs the packet nothing.
@@ -194,8 +203,16 @@ impl Direction {
                 last_publish = now;
             }
             if backlog.is_some() {
+                if may_renice && !boosted {
+                    may_renice = set_nice(BUSY_NICE);
+                    boosted = may_renice;
+                }
                 spin.sleeps();
                 continue;
+            }
+            if boosted {
+                may_renice = set_nice(0);
+                boosted = false;
             }
             // Timer wake-ups run tens of microseconds late on a VM, later after long sleeps:
             // sleep until the learnt lead (at least `spin_ns`) before a departure, then spin

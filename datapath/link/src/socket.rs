@@ -191,6 +191,17 @@ impl RxRing {
         }
     }
 
+    /// The kernel's receive time (CLOCK_REALTIME ns, 0 if none) of the next frame waiting in
+    /// the ring, without taking it; None when the ring is empty.
+    pub fn peek_stamp(&self) -> Option<u64> {
+        let hdr = unsafe { self.map.add(self.next * RING_FRAME_BYTES) } as *const Tpacket2Hdr;
+        let status = unsafe { &*(std::ptr::addr_of!((*hdr).tp_status) as *const AtomicU32) };
+        if status.load(AtomicOrdering::Acquire) & TP_STATUS_USER == 0 {
+            return None;
+        }
+        Some(unsafe { (*hdr).tp_sec as u64 * 1_000_000_000 + (*hdr).tp_nsec as u64 })
+    }
+
     /// Takes up to `max` frames from the ring, in arrival order, each with the kernel's
     /// receive time (CLOCK_REALTIME ns, 0 if none). A frame longer than a ring slot comes
     /// padded to its true length, so the core can count it as oversize.

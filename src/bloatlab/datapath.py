@@ -41,17 +41,20 @@ PRE_QUEUE_DROP_REASONS = (1, 4, 5)
 
 def find_binary() -> Path:
     """$BLOATLAB_LINK, else <repo>/target/release/bloatlab-link, else bloatlab-link on PATH."""
-    if env := os.environ.get("BLOATLAB_LINK"):
+    return find_program(BINARY_NAME, "BLOATLAB_LINK", REPO_BINARY, "the userspace backend needs it")
+
+
+def find_program(name: str, env_var: str, repo_path: Path, needed_by: str) -> Path:
+    """One of the repository's Rust binaries: $ENV_VAR, else the build's, else on PATH."""
+    if env := os.environ.get(env_var):
         if not os.access(env, os.X_OK):
-            raise MachineError(f"{env} is not an executable file; fix the variable or unset it",
-                               field="BLOATLAB_LINK")
+            raise MachineError(f"{env} is not an executable file; fix the variable or unset it", field=env_var)
         return Path(env)
-    if os.access(REPO_BINARY, os.X_OK):
-        return REPO_BINARY
-    if on_path := shutil.which(BINARY_NAME):
+    if os.access(repo_path, os.X_OK):
+        return repo_path
+    if on_path := shutil.which(name):
         return Path(on_path)
-    raise MachineError(f"{BINARY_NAME} not found (the userspace backend needs it); run make setup, "
-                       "or set BLOATLAB_LINK to its path")
+    raise MachineError(f"{name} not found ({needed_by}); run make setup, or set {env_var} to its path")
 
 
 def direction_config(direction: DirectionSpec, seed: int) -> dict[str, Any]:

@@ -97,8 +97,12 @@ class _Run:
 def plot_run(run_dir: Path, svg: bool = False) -> PlotResult:
     """Draw every figure of the run into RUN/plots/ (PNG, and SVG too with svg=True)."""
     figures, warnings = build_figures(run_dir)
-    out = Path(run_dir) / "plots"
-    out.mkdir(exist_ok=True)
+    return PlotResult(_save(figures, Path(run_dir) / "plots", svg), warnings)
+
+
+def _save(figures: dict[str, Figure], out: Path, svg: bool) -> list[Path]:
+    """Each figure as OUT/NAME.png (and .svg); the files written, in order."""
+    out.mkdir(parents=True, exist_ok=True)
     files = []
     for name, fig in figures.items():
         files.append(out / f"{name}.png")
@@ -108,7 +112,7 @@ def plot_run(run_dir: Path, svg: bool = False) -> PlotResult:
             # A fixed id salt and no date: the same run gives the same bytes.
             with matplotlib.rc_context({"svg.hashsalt": "bloatlab"}):
                 fig.savefig(files[-1], metadata={"Date": None})
-    return PlotResult(files, warnings)
+    return files
 
 
 def build_figures(run_dir: Path) -> tuple[dict[str, Figure], list[str]]:
@@ -350,16 +354,7 @@ def plot_comparison(runs: list[tuple[str, Path]], out: Path, svg: bool = False) 
         "compare-fetch": _compare_fetch(loaded, lambda m: warnings.append(f"compare-fetch.png: {m}")),
         "compare-goodput": _compare_goodput(loaded, lambda m: warnings.append(f"compare-goodput.png: {m}")),
     }
-    out.mkdir(parents=True, exist_ok=True)
-    files = []
-    for name, fig in figures.items():
-        files.append(out / f"{name}.png")
-        fig.savefig(files[-1], metadata={"Software": None})
-        if svg:
-            files.append(out / f"{name}.svg")
-            with matplotlib.rc_context({"svg.hashsalt": "bloatlab"}):
-                fig.savefig(files[-1], metadata={"Date": None})
-    return PlotResult(files, warnings)
+    return PlotResult(_save(figures, out, svg), warnings)
 
 
 def _compare_figure(title: str, xlabel: str) -> tuple[Figure, Axes]:

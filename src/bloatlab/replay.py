@@ -9,16 +9,15 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import re
-import shutil
 import statistics
 import subprocess
 import tempfile
 from pathlib import Path
 from typing import Any
 
-from .errors import BloatlabError, MachineError, SpecError
+from .datapath import find_program
+from .errors import BloatlabError, SpecError
 from .topology import DirectionSpec, QueueSpec, check_trace, parse_queue
 from .units import format_duration_ns, format_rate, parse_duration_ns, parse_percent, parse_rate, parse_size_bytes
 
@@ -37,17 +36,7 @@ BENCH_LOAD = 1.2
 
 def find_binary() -> Path:
     """$BLOATLAB_REPLAY, else <repo>/target/release/bloatlab-replay, else bloatlab-replay on PATH."""
-    if env := os.environ.get("BLOATLAB_REPLAY"):
-        if not os.access(env, os.X_OK):
-            raise MachineError(f"{env} is not an executable file; fix the variable or unset it",
-                               field="BLOATLAB_REPLAY")
-        return Path(env)
-    if os.access(REPO_BINARY, os.X_OK):
-        return REPO_BINARY
-    if on_path := shutil.which(BINARY_NAME):
-        return Path(on_path)
-    raise MachineError(f"{BINARY_NAME} not found; run make build (cargo build --release), "
-                       "or set BLOATLAB_REPLAY to its path")
+    return find_program(BINARY_NAME, "BLOATLAB_REPLAY", REPO_BINARY, "bloatlab replay runs it")
 
 
 # Reading the command line -------------------------------------------------------------------

@@ -1,44 +1,70 @@
 //! Counters a link direction reports.
 
+use std::marker::PhantomData;
+
 use crate::qdisc::{DropReason, MarkReason};
 
-/// Drops counted per reason.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct DropCounts([u64; DropReason::COUNT]);
+/// Why a packet was dropped or marked: the reasons are counted alike.
+pub trait Reason: Copy + 'static {
+    /// Every reason, in code order.
+    const ALL: &'static [Self];
+    fn name(self) -> &'static str;
+    /// 0-based, below ALL.len().
+    fn index(self) -> usize;
+}
 
-impl DropCounts {
-    pub fn add(&mut self, r: DropReason) {
-        self.0[r.index()] += 1;
+impl Reason for DropReason {
+    const ALL: &'static [Self] = &DropReason::ALL;
+    fn name(self) -> &'static str {
+        DropReason::name(self)
     }
-    pub fn get(&self, r: DropReason) -> u64 {
-        self.0[r.index()]
-    }
-    pub fn total(&self) -> u64 {
-        self.0.iter().sum()
-    }
-    /// (name, count) for every reason, in code order.
-    pub fn iter(&self) -> impl Iterator<Item = (&'static str, u64)> + '_ {
-        DropReason::ALL.iter().map(move |&r| (r.name(), self.get(r)))
+    fn index(self) -> usize {
+        DropReason::index(self)
     }
 }
 
-/// CE marks counted per reason.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct MarkCounts([u64; MarkReason::COUNT]);
-
-impl MarkCounts {
-    pub fn add(&mut self, r: MarkReason) {
-        self.0[r.index()] += 1;
+impl Reason for MarkReason {
+    const ALL: &'static [Self] = &MarkReason::ALL;
+    fn name(self) -> &'static str {
+        MarkReason::name(self)
     }
-    pub fn get(&self, r: MarkReason) -> u64 {
-        self.0[r.index()]
+    fn index(self) -> usize {
+        MarkReason::index(self)
+    }
+}
+
+const MAX_REASONS: usize = 16;
+const _: () = assert!(DropReason::COUNT <= MAX_REASONS && MarkReason::COUNT <= MAX_REASONS);
+
+/// Events counted per reason.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Counts<R> {
+    n: [u64; MAX_REASONS],
+    _reason: PhantomData<R>,
+}
+
+pub type DropCounts = Counts<DropReason>;
+pub type MarkCounts = Counts<MarkReason>;
+
+impl<R> Default for Counts<R> {
+    fn default() -> Self {
+        Counts { n: [0; MAX_REASONS], _reason: PhantomData }
+    }
+}
+
+impl<R: Reason> Counts<R> {
+    pub fn add(&mut self, r: R) {
+        self.n[r.index()] += 1;
+    }
+    pub fn get(&self, r: R) -> u64 {
+        self.n[r.index()]
     }
     pub fn total(&self) -> u64 {
-        self.0.iter().sum()
+        self.n.iter().sum()
     }
     /// (name, count) for every reason, in code order.
     pub fn iter(&self) -> impl Iterator<Item = (&'static str, u64)> + '_ {
-        MarkReason::ALL.iter().map(move |&r| (r.name(), self.get(r)))
+        R::ALL.iter().map(move |&r| (r.name(), self.get(r)))
     }
 }
 

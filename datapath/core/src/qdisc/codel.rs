@@ -3,9 +3,7 @@
 //! Linux's fixed-point inverse square root. The per-queue machinery (`CodelVars`,
 //! `codel_dequeue`) is shared with FQ-CoDel, which runs one instance per flow.
 
-use std::collections::VecDeque;
-
-use super::{DropReason, Limit, MarkReason, Packet, QueueDisc, Verdicts};
+use super::{DropReason, Fifo, Limit, MarkReason, Overflow, Packet, QueueDisc, Verdicts};
 use crate::rng::Rng;
 use crate::time::{Duration, Instant};
 
@@ -212,16 +210,14 @@ fn enter(v: &mut CodelVars, p: &CodelParams, now: Instant) {
 
 /// sch_codel: one FIFO under CoDel, with a hard limit (Linux: 1000 packets).
 pub struct Codel {
-    limit: Limit,
     params: CodelParams,
     vars: CodelVars,
-    q: VecDeque<Packet>,
-    bytes: usize,
+    fifo: Fifo,
 }
 
 impl Codel {
     pub fn new(limit: Limit, params: CodelParams) -> Self {
-        Codel { limit, params, vars: CodelVars::default(), q: VecDeque::new(), bytes: 0 }
+        Codel { params, vars: CodelVars::default(), fifo: Fifo::new(limit, Overflow::Tail) }
     }
     pub fn vars(&self) -> &CodelVars {
         &self.vars
@@ -230,31 +226,18 @@ impl Codel {
 
 impl QueueDisc for Codel {
     fn enqueue(&mut self, _now: Instant, pkt: Packet, _rng: &mut Rng, out: &mut Verdicts) {
-        let fits = match self.limit {
-            Limit::Packets(n) => self.q.len() < n,
-            Limit::Bytes(b) => self.bytes + pkt.len() <= b,
-        };
-        if fits {
-            self.bytes += pkt.len();
-            self.q.push_back(pkt);
-        } else {
-            out.drop(pkt, DropReason::QueueFull);
-        }
+        self.fifo.push_or_drop(pkt, out);
     }
     fn dequeue(&mut self, now: Instant, _rng: &mut Rng, out: &mut Verdicts) -> Option<Packet> {
-        let Codel { params, vars, q, bytes, .. } = self;
-        let mut pop = || {
-            let p = q.pop_front()?;
-            *bytes -= p.len();
-            Some((p, *bytes))
-        };
+        let Codel { params, vars, fifo } = self;
+        let mut pop = || fifo.pop().map(|p| (p, fifo.bytes()));
         codel_dequeue(vars, params, now, &mut pop, out)
     }
     fn backlog_pkts(&self) -> usize {
-        self.q.len()
+        self.fifo.len()
     }
     fn backlog_bytes(&self) -> usize {
-        self.bytes
+        self.fifo.bytes()
     }
     fn name(&self) -> &'static str {
         "codel"

@@ -38,16 +38,32 @@ impl Fifo {
         Fifo { limit, overflow, q: VecDeque::new(), bytes: 0 }
     }
     /// Would one more packet of `len` bytes fit? (pfifo: qlen < limit; bfifo: backlog + len <= limit)
-    fn fits(&self, len: usize) -> bool {
+    pub(super) fn fits(&self, len: usize) -> bool {
         match self.limit {
             Limit::Packets(n) => self.q.len() < n,
             Limit::Bytes(b) => self.bytes + len <= b,
         }
     }
-    fn pop(&mut self) -> Option<Packet> {
+    pub(super) fn pop(&mut self) -> Option<Packet> {
         let p = self.q.pop_front()?;
         self.bytes -= p.len();
         Some(p)
+    }
+    /// Tail drop: queues `pkt` if it fits, else refuses it as QueueFull. The AQMs keep their
+    /// packets in a Fifo and call this once they have decided to let a packet in.
+    pub(super) fn push_or_drop(&mut self, pkt: Packet, out: &mut Verdicts) {
+        if self.fits(pkt.len()) {
+            self.bytes += pkt.len();
+            self.q.push_back(pkt);
+        } else {
+            out.drop(pkt, DropReason::QueueFull);
+        }
+    }
+    pub(super) fn len(&self) -> usize {
+        self.q.len()
+    }
+    pub(super) fn bytes(&self) -> usize {
+        self.bytes
     }
 }
 
@@ -61,12 +77,7 @@ impl QueueDisc for Fifo {
                 out.drop(old, DropReason::HeadDrop);
             }
         }
-        if self.fits(pkt.len()) {
-            self.bytes += pkt.len();
-            self.q.push_back(pkt);
-        } else {
-            out.drop(pkt, DropReason::QueueFull);
-        }
+        self.push_or_drop(pkt, out);
     }
     fn dequeue(&mut self, _now: Instant, _rng: &mut Rng, _out: &mut Verdicts) -> Option<Packet> {
         self.pop()

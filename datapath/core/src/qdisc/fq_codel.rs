@@ -40,7 +40,7 @@ impl Default for FqCodelParams {
 }
 
 impl FqCodelParams {
-    pub fn validate(&self, _limit: Limit) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), String> {
         if !(1..=65536).contains(&self.flows) {
             return Err(format!("flows: {} is not from 1 to 65536", self.flows));
         }
@@ -94,6 +94,24 @@ impl FqCodel {
     /// The flow queue a frame lands in: its flow hash scaled onto the flows.
     pub fn bucket_of(&self, frame: &[u8]) -> u32 {
         ((flow_hash(frame, self.seed) >> 32) * self.p.flows as u64 >> 32) as u32
+    }
+
+    fn pop_list(&mut self, from_new: bool) {
+        if from_new {
+            self.new_flows.pop_front();
+        } else {
+            self.old_flows.pop_front();
+        }
+    }
+    /// The flow's deficit and list, for tests and introspection.
+    pub fn flow_state(&self, idx: u32) -> (i64, &'static str, usize) {
+        let f = &self.flows[idx as usize];
+        let list = match f.list {
+            List::None => "none",
+            List::New => "new",
+            List::Old => "old",
+        };
+        (f.deficit, list, f.q.len())
     }
 
     fn over_limit(&self) -> bool {
@@ -197,25 +215,6 @@ impl QueueDisc for FqCodel {
     }
 }
 
-impl FqCodel {
-    fn pop_list(&mut self, from_new: bool) {
-        if from_new {
-            self.new_flows.pop_front();
-        } else {
-            self.old_flows.pop_front();
-        }
-    }
-    /// The flow's deficit and list, for tests and introspection.
-    pub fn flow_state(&self, idx: u32) -> (i64, &'static str, usize) {
-        let f = &self.flows[idx as usize];
-        let list = match f.list {
-            List::None => "none",
-            List::New => "new",
-            List::Old => "old",
-        };
-        (f.deficit, list, f.q.len())
-    }
-}
 
 #[cfg(test)]
 mod tests;

@@ -213,7 +213,7 @@ impl QueueConfig {
         match self {
             QueueConfig::DropTail(_) | QueueConfig::DropHead(_) => Ok(()),
             QueueConfig::Codel(_, p) => p.validate(),
-            QueueConfig::FqCodel(l, p) => p.validate(*l),
+            QueueConfig::FqCodel(_, p) => p.validate(),
             QueueConfig::Red(l, p) => p.validate(*l),
             QueueConfig::Pie(_, p) => p.validate(),
         }

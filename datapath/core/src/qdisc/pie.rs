@@ -7,9 +7,7 @@
 //! due since the last event are run, in order, when the next one comes: the same result as a
 //! timer, with no clock in the core.
 
-use std::collections::VecDeque;
-
-use super::{DropReason, Limit, MarkReason, Packet, QueueDisc, Verdicts};
+use super::{DropReason, Fifo, Limit, MarkReason, Overflow, Packet, QueueDisc, Verdicts};
 use crate::rng::Rng;
 use crate::time::{Duration, Instant};
 
@@ -162,17 +160,15 @@ impl PieVars {
 }
 
 pub struct Pie {
-    limit: Limit,
     p: PieParams,
     v: PieVars,
     next_update: Option<Instant>,
-    q: VecDeque<Packet>,
-    bytes: usize,
+    fifo: Fifo,
 }
 
 impl Pie {
     pub fn new(limit: Limit, p: PieParams) -> Self {
-        Pie { limit, v: PieVars::new(p.max_burst), p, next_update: None, q: VecDeque::new(), bytes: 0 }
+        Pie { v: PieVars::new(p.max_burst), p, next_update: None, fifo: Fifo::new(limit, Overflow::Tail) }
     }
     pub fn vars(&self) -> &PieVars {
         &self.v
@@ -189,15 +185,15 @@ impl Pie {
     }
 
     fn tick(&mut self) {
-        let (p, v) = (&self.p, &mut self.v);
+        let (p, v, backlog) = (&self.p, &mut self.v, self.fifo.bytes());
         let (qdelay, qdelay_old) = if p.dq_rate_estimator {
             v.qdelay_old = v.qdelay;
-            let q = if v.avg_dq_rate > 0.0 { Duration((self.bytes as f64 / v.avg_dq_rate) as u64) } else { Duration::ZERO };
+            let q = if v.avg_dq_rate > 0.0 { Duration((backlog as f64 / v.avg_dq_rate) as u64) } else { Duration::ZERO };
             (q, v.qdelay_old)
         } else {
             (v.qdelay, v.qdelay_old)
         };
-        v.prob = update_probability(p, v.prob, qdelay, qdelay_old, self.bytes != 0);
+        v.prob = update_probability(p, v.prob, qdelay, qdelay_old, backlog != 0);
         v.qdelay = qdelay;
         if v.qdelay < p.target / 2 && v.qdelay_old < p.target / 2 && v.prob == 0.0 && (!p.dq_rate_estimator || v.avg_dq_rate > 0.0) {
             v.restart(p.max_burst);
@@ -207,8 +203,9 @@ impl Pie {
         }
     }
 
-    /// Random early drop (RFC 8033 4.1 and 5.4), before the packet joins.
-    fn drop_early(&mut self, len: usize, rng: &mut Rng) -> bool {
+    /// Random early drop (RFC 8033 4.1 and 5.4) of a packet of `len` bytes arriving to
+    /// `backlog` bytes queued.
+    fn drop_early(&mut self, backlog: usize, len: usize, rng: &mut Rng) -> bool {
         let (p, v) = (&self.p, &mut self.v);
         if v.burst_left.nanos() > 0 {
             return false;
@@ -216,7 +213,7 @@ impl Pie {
         if v.qdelay < p.target / 2 && v.prob < 0.2 {
             return false;
         }
-        if self.bytes < 2 * p.mtu_bytes as usize {
+        if backlog < 2 * p.mtu_bytes as usize {
             return false;
         }
         let local = if p.bytemode && len <= p.mtu_bytes as usize { v.prob * len as f64 / p.mtu_bytes as f64 } else { v.prob };
@@ -236,10 +233,10 @@ impl Pie {
     }
 
     fn on_dequeue(&mut self, now: Instant, pkt: &Packet) {
-        let (p, v) = (&self.p, &mut self.v);
+        let (p, v, backlog) = (&self.p, &mut self.v, self.fifo.bytes());
         let elapsed;
         if !p.dq_rate_estimator {
-            v.qdelay = if self.bytes == 0 { Duration::ZERO } else { now.saturating_since(pkt.enqueued_at) };
+            v.qdelay = if backlog == 0 { Duration::ZERO } else { now.saturating_since(pkt.enqueued_at) };
             elapsed = v.dq_tstamp.map_or(Duration::ZERO, |t| now.saturating_since(t));
             v.dq_tstamp = Some(now);
             if elapsed.nanos() == 0 {
@@ -247,7 +244,7 @@ impl Pie {
             }
         } else {
             // Measure the departure rate over DQ_THRESHOLD bytes while at least that much is queued.
-            if self.bytes as u64 >= DQ_THRESHOLD_BYTES && v.dq_count.is_none() {
+            if backlog as u64 >= DQ_THRESHOLD_BYTES && v.dq_count.is_none() {
                 v.dq_tstamp = Some(now);
                 v.dq_count = Some(0);
             }
@@ -263,7 +260,7 @@ impl Pie {
             }
             let rate = *count as f64 / elapsed.nanos() as f64;
             v.avg_dq_rate = if v.avg_dq_rate == 0.0 { rate } else { v.avg_dq_rate * 7.0 / 8.0 + rate / 8.0 };
-            if (self.bytes as u64) < DQ_THRESHOLD_BYTES {
+            if (backlog as u64) < DQ_THRESHOLD_BYTES {
                 v.dq_count = None; // too little queued to measure again; keep the last rate
             } else {
                 v.dq_count = Some(0);
@@ -277,13 +274,9 @@ impl Pie {
 impl QueueDisc for Pie {
     fn enqueue(&mut self, now: Instant, mut pkt: Packet, rng: &mut Rng, out: &mut Verdicts) {
         self.catch_up(now);
-        let full = match self.limit {
-            Limit::Packets(n) => self.q.len() >= n,
-            Limit::Bytes(b) => self.bytes + pkt.len() > b,
-        };
-        let reason = if full {
+        let reason = if !self.fifo.fits(pkt.len()) {
             Some(DropReason::QueueFull)
-        } else if !self.drop_early(pkt.len(), rng) {
+        } else if !self.drop_early(self.fifo.bytes(), pkt.len(), rng) {
             None
         } else if self.p.ecn && self.v.prob <= self.p.ecn_prob && out.try_mark(&mut pkt, MarkReason::Pie) {
             None
@@ -295,25 +288,21 @@ impl QueueDisc for Pie {
                 self.v.accu_prob = 0.0;
                 out.drop(pkt, r);
             }
-            None => {
-                self.bytes += pkt.len();
-                self.q.push_back(pkt);
-            }
+            None => self.fifo.push_or_drop(pkt, out),
         }
     }
 
     fn dequeue(&mut self, now: Instant, _rng: &mut Rng, _out: &mut Verdicts) -> Option<Packet> {
         self.catch_up(now);
-        let pkt = self.q.pop_front()?;
-        self.bytes -= pkt.len();
+        let pkt = self.fifo.pop()?;
         self.on_dequeue(now, &pkt);
         Some(pkt)
     }
     fn backlog_pkts(&self) -> usize {
-        self.q.len()
+        self.fifo.len()
     }
     fn backlog_bytes(&self) -> usize {
-        self.bytes
+        self.fifo.bytes()
     }
     fn name(&self) -> &'static str {
         "pie"

@@ -9,9 +9,7 @@
 //! Byte mode (a byte limit, as Linux) measures the queue in bytes; packet mode (a packet limit,
 //! as the original paper and ns-3) in packets. Thresholds are in the limit's unit.
 
-use std::collections::VecDeque;
-
-use super::{DropReason, Limit, MarkReason, Packet, QueueDisc, Verdicts};
+use super::{DropReason, Fifo, Limit, MarkReason, Overflow, Packet, QueueDisc, Verdicts};
 use crate::rng::Rng;
 use crate::time::{Duration, Instant};
 
@@ -154,8 +152,7 @@ pub struct Red {
     idle_since: Option<Instant>,
     max_p: f64,
     next_adapt: Option<Instant>,
-    q: VecDeque<Packet>,
-    bytes: usize,
+    fifo: Fifo,
 }
 
 enum Verdict {
@@ -177,8 +174,7 @@ impl Red {
             idle_since: Some(Instant::ZERO),
             max_p: p.probability,
             next_adapt: None,
-            q: VecDeque::new(),
-            bytes: 0,
+            fifo: Fifo::new(limit, Overflow::Tail),
             p,
         }
     }
@@ -195,8 +191,8 @@ impl Red {
 
     fn backlog(&self) -> f64 {
         match self.limit {
-            Limit::Packets(_) => self.q.len() as f64,
-            Limit::Bytes(_) => self.bytes as f64,
+            Limit::Packets(_) => self.fifo.len() as f64,
+            Limit::Bytes(_) => self.fifo.bytes() as f64,
         }
     }
 
@@ -294,34 +290,22 @@ impl QueueDisc for Red {
                 return;
             }
         }
-        let fits = match self.limit {
-            Limit::Packets(n) => self.q.len() < n,
-            Limit::Bytes(b) => self.bytes + pkt.len() <= b,
-        };
-        if fits {
-            self.bytes += pkt.len();
-            self.q.push_back(pkt);
-        } else {
-            out.drop(pkt, DropReason::QueueFull);
-        }
+        self.fifo.push_or_drop(pkt, out);
     }
 
     fn dequeue(&mut self, now: Instant, _rng: &mut Rng, _out: &mut Verdicts) -> Option<Packet> {
         self.adapt(now);
-        let pkt = self.q.pop_front();
-        match &pkt {
-            Some(p) => self.bytes -= p.len(),
-            // Asked for a packet and had none: the idle period starts.
-            None if self.idle_since.is_none() => self.idle_since = Some(now),
-            None => {}
+        let pkt = self.fifo.pop();
+        if pkt.is_none() && self.idle_since.is_none() {
+            self.idle_since = Some(now); // asked for a packet and had none: the idle period starts
         }
         pkt
     }
     fn backlog_pkts(&self) -> usize {
-        self.q.len()
+        self.fifo.len()
     }
     fn backlog_bytes(&self) -> usize {
-        self.bytes
+        self.fifo.bytes()
     }
     fn name(&self) -> &'static str {
         "red"

@@ -73,11 +73,10 @@ fn no_early_drop_with_little_delay_or_little_backlog() {
     pie.v.prob = 0.15;
     pie.v.qdelay = d(5); // below target/2 with prob < 20%
     let mut rng = Rng::new(1);
-    pie.bytes = 100_000;
-    assert!((0..1000).all(|_| !pie.drop_early(1500, &mut rng)));
+    assert!((0..1000).all(|_| !pie.drop_early(100_000, 1500, &mut rng)));
     pie.v.qdelay = d(30);
-    pie.bytes = 2 * 1514 - 1; // under two MTUs
-    assert!((0..1000).all(|_| !pie.drop_early(1500, &mut rng)));
+    let under_two_mtus = 2 * 1514 - 1;
+    assert!((0..1000).all(|_| !pie.drop_early(under_two_mtus, 1500, &mut rng)));
 }
 
 #[test]
@@ -87,12 +86,11 @@ fn derandomised_drops_are_spaced() {
     pie.v.burst_left = Duration::ZERO;
     pie.v.prob = 0.1;
     pie.v.qdelay = d(30);
-    pie.bytes = 100_000;
     let mut rng = Rng::new(5);
     let (mut gap, mut gaps) = (0, Vec::new());
     for _ in 0..100_000 {
         gap += 1;
-        if pie.drop_early(1500, &mut rng) {
+        if pie.drop_early(100_000, 1500, &mut rng) {
             pie.v.accu_prob = 0.0; // as the enqueue does on a drop
             gaps.push(gap);
             gap = 0;
@@ -110,10 +108,9 @@ fn bytemode_scales_by_size() {
     pie.v.burst_left = Duration::ZERO;
     pie.v.prob = 0.1;
     pie.v.qdelay = d(30);
-    pie.bytes = 100_000;
     let mut rng = Rng::new(5);
     let small = (0..100_000).filter(|_| {
-        let hit = pie.drop_early(151, &mut rng);
+        let hit = pie.drop_early(100_000, 151, &mut rng);
         if hit {
             pie.v.accu_prob = 0.0;
         }
@@ -126,18 +123,17 @@ fn bytemode_scales_by_size() {
 #[test]
 fn ecn_marks_below_ecn_prob_and_drops_above() {
     for (prob, marked) in [(0.05, true), (0.5, false)] {
-        let mut h = Harness::new(QueueConfig::Pie(Limit::Packets(1000), PieParams { ecn: true, ..Default::default() }));
-        for _ in 0..10 {
-            h.enqueue(0, 1500);
-        }
-        // Reach into the discipline through a fresh one: simpler to drive Pie directly.
+        let mut h = Harness::new(QueueConfig::Pie(Limit::Packets(1000), PieParams::default())); // makes packets
         let mut pie = Pie::new(Limit::Packets(1000), PieParams { ecn: true, ..Default::default() });
+        let mut out = Verdicts::default();
+        for _ in 0..3 {
+            let queued = h.packet(0, Ecn::NotEct, 1500); // over two MTUs queued: early drops may happen
+            pie.fifo.push_or_drop(queued, &mut out);
+        }
         pie.v.burst_left = Duration::ZERO;
         pie.v.prob = prob;
         pie.v.qdelay = d(30);
         pie.v.accu_prob = 9.0; // the next decision drops for sure
-        pie.bytes = 100_000;
-        let mut out = Verdicts::default();
         let p = h.packet(0, Ecn::Ect1, 1500);
         pie.next_update = Some(Instant(u64::MAX));
         pie.enqueue(Instant(0), p, &mut Rng::new(1), &mut out);

@@ -166,3 +166,9 @@ def make_run(tmp_path):
         write_run(tmp_path / name, {"maxq": 100, "duration": "10s", "note": HOSTILE}, seed=3, **kwargs)
         return tmp_path / name
     return make
+
+
+@pytest.fixture
+def hostile() -> str:
+    """The text every synthetic run and sweep carries in its name and parameters."""
+    return HOSTILE

@@ -253,7 +253,8 @@ def _sweep_tables(sweep: sweep_plots.Sweep) -> list[str]:
         for name, _ in columns:
             stats = sweep.metric(point, name) or {}
             mean, sd = stats.get("mean"), stats.get("sd")
-            cells.append("-" if mean is None else _number(mean) + (f" ± {_number(sd, mean)}" if sd is not None else ""))
+            spread = f" ± {_number(sd, mean)}" if sd is not None else ""
+            cells.append("-" if mean is None else _number(mean) + spread)
         rows.append(cells)
     out = ["<p class=\"note\">Mean ± sample standard deviation over each point's complete runs (n); "
            "no ± where n &lt; 2. Failed and incomplete runs do not count.</p>",
@@ -319,7 +320,8 @@ def _run_report(run_dir: Path) -> str:
     sections.append("<h2>Results</h2>")
     lines = summary_lines(summary) if summary else []
     if lines:
-        sections.append(_table(["measure", "value"], [(k.replace("+-", "±"), v.replace("+-", "±")) for k, v in lines]))
+        plus_minus = [(k.replace("+-", "±"), v.replace("+-", "±")) for k, v in lines]
+        sections.append(_table(["measure", "value"], plus_minus))
     numbers = list(_flatten(summary))
     if numbers:
         table = _table(["metric", "value"], [(k, _number(v)) for k, v in numbers], numeric_from=1)

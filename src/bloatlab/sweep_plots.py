@@ -86,7 +86,7 @@ class Sweep:
         names = [n for n, _ in self.axes]
         if len(names) == 1:
             return AXIS_WORDS.get(names[0], names[0])
-        return " × ".join(names) if names else "repetition (no axes)"
+        return " × ".join(names) if names else "point (the sweep has no axes)"
 
     def metric(self, point: Point, name: str) -> dict[str, Any] | None:
         """aggregate.json's statistics of one metric at one point (matched by label)."""
@@ -186,8 +186,11 @@ def build_sweep_figures(sweep: Sweep) -> SweepFigures:
         result.skipped.append(f"metrics against the parameters: {sweep.aggregate_problem}")
         return result
     x_axis = _x_axis(sweep)
-    for stem, what, ylabel, groups in _METRIC_FIGURES:
-        _metric_figure(sweep, result, x_axis, stem, what, ylabel, groups)
+    if x_axis is None:
+        result.skipped.append("metrics against the parameters: the sweep has no axes")
+    else:
+        for stem, what, ylabel, groups in _METRIC_FIGURES:
+            _metric_figure(sweep, result, x_axis, stem, what, ylabel, groups)
     _tradeoff_figure(sweep, result)
     return result
 
@@ -424,12 +427,9 @@ def _mean_ci(stats: dict[str, Any] | None) -> tuple[float, float, float, int]:
     return mean, below, above, int(stats.get("n") or 0)
 
 
-def _metric_figure(sweep: Sweep, result: SweepFigures, x_axis: str | None, stem: str, what: str, ylabel: str,
+def _metric_figure(sweep: Sweep, result: SweepFigures, x_axis: str, stem: str, what: str, ylabel: str,
                    groups: tuple[tuple[tuple[str, str], ...], ...]) -> None:
     metrics = pick_metrics(sweep.metric_names(), groups)
-    if x_axis is None:
-        result.skipped.append(f"{what} against the parameters: the sweep has no axes")
-        return
     name = f"compare-{stem}-vs-{x_axis}"
     if not metrics:
         result.skipped.append(f"{name}: aggregate.json has no {what.lower()} metric")

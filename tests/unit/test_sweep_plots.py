@@ -43,8 +43,8 @@ def test_overlays_draw_each_points_first_complete_run(make_sweep):
     lines = {line.get_label(): line for line in rtt.lines}
     # maxq=20's first repetition failed: its line is rep2's, and says so.
     assert set(lines) == {"maxq=20 (rep2)", "maxq=100"}
-    np.testing.assert_array_equal(lines["maxq=20 (rep2)"].get_ydata(), column(out / "maxq=20/rep2/series/ping.csv", "rtt_ms"))
-    np.testing.assert_array_equal(lines["maxq=100"].get_ydata(), column(out / "maxq=100/rep1/series/ping.csv", "rtt_ms"))
+    for label, run in (("maxq=20 (rep2)", "maxq=20/rep2"), ("maxq=100", "maxq=100/rep1")):
+        np.testing.assert_array_equal(lines[label].get_ydata(), column(out / run / "series/ping.csv", "rtt_ms"))
     assert "one line per queue size (maxq, packets)" in drawn["compare-rtt"].figure.get_suptitle()
     # cwnd: the bulk flow only, not the web fetch's connection (web#1).
     cwnd = drawn["compare-cwnd"].figure.axes[0]
@@ -58,7 +58,8 @@ def test_fetch_times_pool_every_complete_run_of_a_point(make_sweep):
     out = make_sweep(failed=("maxq=100/rep2",))
     drawn, _ = figures_of(out)
     ok = lambda row: row["ok"] == "1"  # noqa: E731
-    expected = {"maxq=20": np.concatenate([column(out / f"maxq=20/rep{k}/series/fetch.csv", "seconds", ok) for k in (1, 2)]),
+    fetches = [column(out / f"maxq=20/rep{k}/series/fetch.csv", "seconds", ok) for k in (1, 2)]
+    expected = {"maxq=20": np.concatenate(fetches),
                 "maxq=100": column(out / "maxq=100/rep1/series/fetch.csv", "seconds", ok)}
     cdf = drawn["compare-fetch-cdf"].figure.axes[0]
     for line, (label, seconds) in zip(cdf.lines, expected.items()):

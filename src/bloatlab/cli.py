@@ -461,8 +461,9 @@ def build_parser() -> argparse.ArgumentParser:
                       ["bloatlab compare results/q20 results/q100"])
     compare.add_argument("dirs", metavar="DIR", type=Path, nargs="+", help="results directories of runs")
 
-    from . import replay
+    from . import replay, report
     replay.add_parser(commands, _formatter)
+    report.add_parser(commands, _formatter)
 
     bench = commands.add_parser("bench", help="benchmarks of bloatlab itself", formatter_class=_formatter,
                                 description="Benchmarks of bloatlab itself.")

@@ -217,6 +217,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(f"\nresults: {outcome.run_dir}/ (summary.json, series/, raw/)")
         if outcome.plots:
             print(f"plots:   {outcome.run_dir / 'plots'}/ ({', '.join(p.name for p in outcome.plots if p.suffix == '.png')})")
+        if outcome.report:
+            print(f"report:  {outcome.report}")
         return _exit_status(outcome)
     return _run_sweep(args, sets, axes, load)
 
@@ -268,12 +270,13 @@ def _run_sweep(args: argparse.Namespace, sets: list[str], axes: list[tuple[str, 
     for warning in outcome.warnings:
         print(f"warning: {warning}", file=sys.stderr)
     print(f"\nresults: {out}/ ({outcome.done} of {outcome.runs} runs complete)")
-    print(f"  aggregate.csv, aggregate.json   mean, sd, median, 95% CI per point (docs/sweeps.md)")
-    print(f"  series.csv.gz                   every series of every run, long format")
-    if any(p.parent.name == "plots" for p in outcome.files):
-        print(f"  plots/                          {', '.join(p.name for p in outcome.files if p.suffix == '.png')}")
+    print("  aggregate.csv, aggregate.json   mean, sd, median, 95% CI per point (docs/sweeps.md)")
+    print("  series.csv.gz                   every series of every run, long format")
+    figures = [p for p in outcome.files if p.parent.name == "plots" and p.suffix == ".png"]
+    if figures:
+        print(f"  plots/                          {len(figures)} comparison figures (compare-*.png)")
     if (out / "report.html").exists():
-        print(f"  report.html")
+        print(f"  report.html                     everything above on one page: {(out / 'report.html').resolve()}")
     if outcome.interrupted:
         print(f"bloatlab: sweep interrupted; finish it with the same command and --resume --out {out}",
               file=sys.stderr)

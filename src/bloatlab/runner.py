@@ -44,6 +44,7 @@ class Outcome:
     warnings: list[str] = field(default_factory=list)
     plots: list[Path] = field(default_factory=list)
     interrupted: bool = False  # a stop signal came (maybe only while cleaning up)
+    report: Path | None = None
 
 
 def default_out(experiment: Experiment, root: Path = Path("results")) -> Path:
@@ -314,6 +315,12 @@ class Run:
             result = plot_run(self.dir.path, svg=self.svg)
             outcome.plots = result.files
             outcome.warnings += result.warnings
+            try:
+                from .report import write_report
+
+                outcome.report = write_report(self.dir.path)
+            except Exception as e:  # the measurements are written; a report can be made later
+                outcome.warnings.append(f"report.html not written ({e}); bloatlab report {self.dir.path} retries")
         return outcome
 
     def _cwnd_rows(self) -> list[tuple]:

@@ -226,14 +226,13 @@ def finish(out: Path, doc: dict[str, Any], outcome: SweepOutcome, svg: bool = Fa
     """The aggregate, the series export, the comparison plots and the report, over the
     complete runs."""
     from .aggregate import write_aggregate, write_series_export
-    from .plots import plot_comparison
+    from .report import write_report
+    from .sweep_plots import plot_sweep
 
     write_aggregate(doc, out)
     write_series_export(doc, out)
     outcome.files += [out / "aggregate.csv", out / "aggregate.json", out / "series.csv.gz"]
-    firsts = [(p["label"], out / r["dir"]) for p in doc["points"]
-              for r in [next((r for r in p["runs"] if r["status"] == "complete"), None)] if r]
-    if firsts and doc["kind"] == "experiment":
-        plotted = plot_comparison(firsts, out / "plots", svg=svg)
-        outcome.files += plotted.files
-        outcome.warnings += plotted.warnings
+    plotted = plot_sweep(out, svg=svg)
+    outcome.files += plotted.files
+    outcome.warnings += plotted.warnings
+    outcome.files.append(write_report(out))

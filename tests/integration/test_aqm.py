@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pytest
 
-from bloatlab.plots import plot_comparison
 from bloatlab.runner import run_experiment
 from bloatlab.spec import load_preset, parse_experiment, sweep_axes
 
@@ -110,16 +109,11 @@ def test_fq_codel_isolates_a_ping_from_two_bulk_flows(tmp_path):
     assert medians["taildrop"] > 10 * medians["fq_codel"], medians
 
 
-def test_the_aqm_preset_sweeps_every_discipline_and_compares(runs, tmp_path):
+def test_the_aqm_preset_sweeps_every_discipline():
     assert sweep_axes("aqm", None, ["duration=5s"], []) == [("aqm", ["taildrop", "red", "codel", "pie", "fq_codel"])]
     assert sweep_axes("aqm", None, ["aqm=codel"], []) == []
     assert sweep_axes("aqm", None, [], ["maxq=20,100"]) == [("maxq", ["20", "100"]),
                                                           ("aqm", ["taildrop", "red", "codel", "pie", "fq_codel"])]
-    compared = plot_comparison([(a, o.run_dir) for a, o in runs.items()], tmp_path / "plots")
-    assert [p.name for p in compared.files] == ["compare-rtt.png", "compare-fetch.png", "compare-goodput.png"]
-    assert all(p.stat().st_size > 5000 for p in compared.files)
-    # These runs have no web workload: the fetch comparison says so rather than drawing nothing.
-    assert any("fetch" in w for w in compared.warnings)
 
 
 def test_run_sweeps_from_the_command_line(tmp_path):

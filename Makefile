@@ -65,14 +65,14 @@ test: setup ## cargo test, then pytest (integration tests need root and namespac
 	exit $$rc
 
 DEMO_OUT ?= results/demo
-demo: setup ## the CS244 experiment at maxq 20 and 100 (60 s each), summaries side by side
+demo: setup ## the CS244 experiment at maxq 20 and 100 (60 s each): aggregate, plots, report.html
 	@test "$$(id -u)" = 0 || { echo "demo: run it as root (it builds network namespaces)" >&2; exit 1; }
-	rm -rf $(DEMO_OUT)/cs244-maxq20 $(DEMO_OUT)/cs244-maxq100
-	$(VENV)/bin/bloatlab run --preset cs244 --set maxq=20 --out $(DEMO_OUT)/cs244-maxq20
-	$(VENV)/bin/bloatlab run --preset cs244 --set maxq=100 --out $(DEMO_OUT)/cs244-maxq100
+	rm -rf $(DEMO_OUT)/cs244
+	$(VENV)/bin/bloatlab run --preset cs244 --sweep maxq=20,100 --out $(DEMO_OUT)/cs244
 	@echo; echo "CS244 bufferbloat, maxq 20 against 100:"; echo
-	@$(VENV)/bin/bloatlab compare $(DEMO_OUT)/cs244-maxq20 $(DEMO_OUT)/cs244-maxq100
-	@echo; for q in 20 100; do echo "plots, maxq $$q: $(CURDIR)/$(DEMO_OUT)/cs244-maxq$$q/plots/"; done
+	@$(VENV)/bin/bloatlab compare $(DEMO_OUT)/cs244/maxq=20/rep1 $(DEMO_OUT)/cs244/maxq=100/rep1
+	@echo; echo "the report (open it in a browser): $(CURDIR)/$(DEMO_OUT)/cs244/report.html"
+	@echo "plots: $(CURDIR)/$(DEMO_OUT)/cs244/plots/   data: aggregate.csv, series.csv.gz (docs/sweeps.md)"
 
 bench: setup ## the link benchmark: bloatlab bench link
 	$(VENV)/bin/bloatlab bench link

@@ -1,16 +1,56 @@
-"""Synthetic results directories laid out as docs/results.md and docs/sweeps.md say, for the
-figure and report tests (unit and integration alike)."""
+"""Test-wide rules (netns tests need root, and no test session leaves a bloatlab namespace), and
+synthetic results directories laid out as docs/results.md and docs/sweeps.md say, for the
+figure and report tests."""
 
+import importlib.util
 import json
-import math
+import os
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+# Let `python3 -m pytest` run from a plain checkout, without `pip install -e`.
+if importlib.util.find_spec("bloatlab") is None:
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+
+
+def bloatlab_namespaces() -> set[str]:
+    ip = shutil.which("ip", path=os.pathsep.join([os.environ.get("PATH", ""), "/usr/sbin", "/sbin"]))
+    if ip is None:
+        return set()
+    out = subprocess.run([ip, "netns", "list"], capture_output=True, text=True, timeout=10).stdout
+    # Lines look like "bloatlab.x._dp (id: 3)".
+    return {line.split()[0] for line in out.splitlines() if line.startswith("bloatlab")}
+
+
+@pytest.fixture(autouse=True)
+def _netns_tests_need_root(request):
+    if request.node.get_closest_marker("netns") and os.geteuid() != 0:
+        pytest.skip("needs root for network namespaces")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _no_namespace_left_behind():
+    # Namespaces left before this session (another run's debris) are reported, not blamed on us.
+    before = bloatlab_namespaces()
+    if before:
+        print(f"\nnote: bloatlab namespaces present before the tests: {sorted(before)}")
+    yield
+    left = bloatlab_namespaces() - before
+    if left:
+        print(f"\nnamespaces left behind by the tests: {sorted(left)}")
+    assert not left, f"tests left namespaces behind: {sorted(left)} (bloatlab clean removes them)"
+
+
+# Synthetic results directories ------------------------------------------------------------
+
+from bloatlab.aggregate import write_aggregate  # noqa: E402 (after the sys.path fix above)
+
 DURATION_S = 10
-# Student's t(0.975, n - 1) for the n the fixtures use.
-T975 = {2: 12.706, 3: 4.303, 4: 3.182, 5: 2.776}
 # Text a report must escape: it would run as script, or break a table, if it were not.
 HOSTILE = '<script>document.title="pwned"</script>&<b>'
 
@@ -89,24 +129,6 @@ def write_run(run: Path, params: dict, seed: int, *, kind: str = "experiment", w
     return summary
 
 
-def _flatten(doc, prefix=""):
-    for key, value in doc.items():
-        name = f"{prefix}{key}"
-        if isinstance(value, dict):
-            yield from _flatten(value, name + ".")
-        elif isinstance(value, (int, float)) and not isinstance(value, bool) and key != "duration_s":
-            yield name, float(value)
-
-
-def _stats(values):
-    n, mean = len(values), float(np.mean(values))
-    sd = float(np.std(values, ddof=1)) if n > 1 else None
-    half = T975[n] * sd / math.sqrt(n) if n > 1 else None
-    return {"n": n, "mean": mean, "sd": sd, "median": float(np.median(values)), "min": min(values),
-            "max": max(values), "ci95_low": mean - half if half is not None else None,
-            "ci95_high": mean + half if half is not None else None}
-
-
 def write_sweep(out: Path, axes=(("maxq", (20, 100)),), repeat: int = 2, *, kind: str = "experiment",
                 web: bool = True, failed: tuple[str, ...] = (), aggregate: bool = True) -> Path:
     """OUT/ with sweep.json, aggregate.json/csv and LABEL/repK run dirs; runs named in FAILED
@@ -115,7 +137,7 @@ def write_sweep(out: Path, axes=(("maxq", (20, 100)),), repeat: int = 2, *, kind
     combos = [{}]
     for name, values in axes:
         combos = [{**c, name: v} for c in combos for v in values]
-    points, aggregated = [], []
+    points = []
     for values in combos:
         label = ",".join(f"{k}={v}" for k, v in values.items()) or "all"
         runs, summaries = [], []
@@ -132,24 +154,18 @@ def write_sweep(out: Path, axes=(("maxq", (20, 100)),), repeat: int = 2, *, kind
             summaries.append(write_run(out / rel, params, seed=len(points) * 10 + rep, kind=kind, web=web))
             runs.append({"rep": rep, "dir": rel, "status": "complete", "reason": None, "elapsed_s": 12.5})
         points.append({"label": label, "values": values, "runs": runs})
-        metrics = {}
-        flat = [dict(_flatten(s)) for s in summaries]
-        for name in dict.fromkeys(k for f in flat for k in f):
-            metrics[name] = _stats([f[name] for f in flat if name in f])
-        aggregated.append({"label": label, "values": values, "n": len(summaries),
-                           "runs": [r["dir"] for r in runs if r["status"] == "complete"], "metrics": metrics})
     status = "incomplete" if failed else "complete"
-    (out / "sweep.json").write_text(json.dumps({
+    sweep = {
         "format": "bloatlab-sweep/1", "kind": kind, "name": "cs244", "source": "preset cs244",
         "axes": [{"name": n, "values": list(v)} for n, v in axes], "repeat": repeat,
         "fixed": {"duration": "10s", "note": HOSTILE}, "created": "2026-11-21T10:00:00+00:00",
         "updated": "2026-11-21T10:05:00+00:00", "status": status,
         "machine": {"kernel": "6.1.0-test", "hostname": "labhost", "machine": "x86_64", "cpus": 4},
         "command": ["bloatlab", "run", "--preset", "cs244", "--sweep", "maxq=20,100", "--repeat", str(repeat)],
-        "points": points}, indent=1))
+        "points": points}
+    (out / "sweep.json").write_text(json.dumps(sweep, indent=1))
     if aggregate:
-        (out / "aggregate.json").write_text(json.dumps({"format": "bloatlab-aggregate/1", "axes": [n for n, _ in axes],
-                                                        "confidence": 0.95, "points": aggregated}, indent=1))
+        write_aggregate(sweep, out)
     return out
 
 

@@ -22,6 +22,7 @@ from typing import Any
 from matplotlib.figure import Figure
 
 from . import plots, sweep_plots
+from .aggregate import flatten
 from .errors import BloatlabError
 from .results import summary_lines
 from .units import format_duration_ns, format_rate
@@ -179,18 +180,6 @@ def _links(meta: dict[str, Any]) -> _Html | None:
     return _table(["link", "direction", "backend", "rate", "delay", "jitter", "loss", "queue"], rows)
 
 
-def _flatten(doc: Any, prefix: str = "") -> Iterable[tuple[str, float]]:
-    """Every numeric leaf of a summary, named by its path, as aggregate.json names metrics."""
-    if not isinstance(doc, dict):
-        return
-    for key, value in doc.items():
-        name = f"{prefix}{key}"
-        if isinstance(value, dict):
-            yield from _flatten(value, name + ".")
-        elif isinstance(value, (int, float)) and not isinstance(value, bool) and name != "duration_s":
-            yield name, value
-
-
 # A sweep -------------------------------------------------------------------------------------
 
 def _sweep_report(sweep: sweep_plots.Sweep) -> str:
@@ -322,7 +311,7 @@ def _run_report(run_dir: Path) -> str:
     if lines:
         plus_minus = [(k.replace("+-", "±"), v.replace("+-", "±")) for k, v in lines]
         sections.append(_table(["measure", "value"], plus_minus))
-    numbers = list(_flatten(summary))
+    numbers = list(flatten(summary or {}).items())
     if numbers:
         table = _table(["metric", "value"], [(k, _number(v)) for k, v in numbers], numeric_from=1)
         sections.append(table if not lines else f"<details><summary>Every number of summary.json</summary>{table}"

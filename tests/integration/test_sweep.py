@@ -62,8 +62,17 @@ def test_the_aggregate_has_every_point_and_metric(two_by_two):
 
 def test_the_sweep_writes_plots_and_report(two_by_two):
     out, _ = two_by_two
-    assert list((out / "plots").glob("compare-*.png"))
-    assert (out / "report.html").exists()
+    figures = {p.name for p in (out / "plots").glob("compare-*.png")}
+    assert {"compare-rtt.png", "compare-cwnd.png", "compare-queue.png", "compare-throughput.png",
+            "compare-fetch-box.png", "compare-fetch-cdf.png", "compare-throughput-vs-maxq.png",
+            "compare-delay-vs-maxq.png", "compare-tradeoff.png"} <= figures
+    page = (out / "report.html").read_text()
+    assert "Sweep report: cs244" in page and "src=\"http" not in page
+    assert page.count("data:image/png;base64,") == len(figures)
+    for label in ("maxq=20,cc=reno", "maxq=20,cc=cubic", "maxq=100,cc=reno", "maxq=100,cc=cubic"):
+        assert label in page
+    # Every run has its own report too.
+    assert (out / "maxq=20,cc=reno" / "rep1" / "report.html").exists()
 
 
 def test_interrupted_sweep_resumes_with_only_what_is_missing(tmp_path):

@@ -189,6 +189,8 @@ class KernelBackend(LinkBackend):
         veth_pair(a, b)
         for port, direction in ((a, link.forward), (b, link.reverse)):
             netns.offloads_off(port.ns, port.iface)
+            if direction.rate_bps is not None:  # a backlog builds here: it must count real frames
+                netns.single_segments(port.ns, port.iface)
             for args in kernel_tc_commands(port.iface, direction):
                 netns.tc(port.ns, *args)
 

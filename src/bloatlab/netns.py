@@ -96,15 +96,7 @@ def offloads_off(ns: str, iface: str) -> None:
 
     A feature the driver refuses is logged and skipped: the datapath counts any oversize
     frame that still gets through.
-
-    TCP builds GSO super-packets whatever the device's features and segments them only when
-    they leave the qdisc, so a kernel qdisc on a host's own interface would count up to 64 KB
-    as one packet. gso_max_segs 1 makes the host's TCP send single segments instead.
     """
-    try:
-        run_in(ns, ["ip", "link", "set", "dev", iface, "gso_max_segs", "1"])
-    except CommandError as e:
-        log.debug("%s/%s: gso_max_segs 1 refused: %s", ns, iface, e)
     try:
         run_in(ns, ["ethtool", "-K", iface, *(arg for f in OFFLOADS for arg in (f, "off"))])
         return
@@ -115,3 +107,17 @@ def offloads_off(ns: str, iface: str) -> None:
             run_in(ns, ["ethtool", "-K", iface, feature, "off"])
         except CommandError as e:
             log.debug("%s/%s: driver refuses %s off: %s", ns, iface, feature, e)
+
+
+def single_segments(ns: str, iface: str) -> None:
+    """Make a host's TCP hand `iface` one segment per packet.
+
+    TCP builds GSO super-packets whatever the device's features and cuts them up only as they
+    leave the qdisc, so a shaping qdisc on a host's own interface would hold up to 64 KB as one
+    packet, and a limit of N packets would hold N of them. Segments a switch forwards are
+    single frames already, so this only changes a host's own traffic.
+    """
+    try:
+        run_in(ns, ["ip", "link", "set", "dev", iface, "gso_max_segs", "1"])
+    except CommandError as e:
+        log.debug("%s/%s: gso_max_segs 1 refused: %s", ns, iface, e)

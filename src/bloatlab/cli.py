@@ -409,6 +409,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     from . import replay
     replay.add_parser(commands, _formatter)
+    from . import nic
+    nic.add_parser(commands, _formatter)
 
     bench = commands.add_parser("bench", help="benchmarks of bloatlab itself", formatter_class=_formatter,
                                 description="Benchmarks of bloatlab itself.")

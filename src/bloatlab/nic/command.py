@@ -46,17 +46,22 @@ def cmd_sweep(args: argparse.Namespace) -> int:
             raise SpecError("give the iperf3 server to measure against, e.g. --server 192.0.2.7 "
                             "(run iperf3 -s or bloatlab nic serve there)", field="--server")
         plan = plan_from_args(args)
-    if not plan.knobs:
-        print("note: no knob to sweep (--txqueuelen, --bql-limit-max, --offloads, --qdisc ...): measuring the "
-              "interface as it is", file=sys.stderr)
     _need_root("sweep")
     out = args.out or Path("results") / f"nic-{plan.iface.name}-{time.strftime('%Y%m%d-%H%M%S')}"
-    previous = {sig: signal.signal(sig, _interrupt) for sig in (signal.SIGTERM, signal.SIGHUP)}
+
+    def started() -> None:  # once every check has passed, so a bad input stays one line
+        print(f"journal: {journals.journal_path(plan.iface)} (bloatlab nic restore puts {plan.iface} back "
+              "after a crash)", file=sys.stderr)
+        if not plan.knobs:
+            print("note: no knob to sweep (--txqueuelen, --bql-limit-max, --offloads, --qdisc ...): measuring "
+                  "the interface as it is", file=sys.stderr)
+
+    # Every way of being told to stop must reach the restore (SIGINT too: a shell starts
+    # background jobs with it ignored).
+    previous = {sig: signal.signal(sig, _interrupt) for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
     try:
         outcome, sweep = runner.run(plan, out, resume=args.resume, progress=not args.quiet, svg=args.svg,
-                                    on_started=lambda: print(f"journal: {journals.journal_path(plan.iface)} "
-                                                             f"(bloatlab nic restore puts {plan.iface} back after "
-                                                             "a crash)", file=sys.stderr))
+                                    on_started=started)
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)

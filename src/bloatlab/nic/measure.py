@@ -7,6 +7,7 @@ Raw outputs go to RUN/raw/ (tcp.json, udp.json: the client's `iperf3 --json
 
 from __future__ import annotations
 
+import ctypes
 import json
 import signal
 import statistics
@@ -30,6 +31,16 @@ def _argv(ns: str | None, argv: list[str]) -> list[str]:
     return netns.exec_argv(ns, argv) if ns else argv
 
 
+_libc = ctypes.CDLL(None, use_errno=True)
+PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent() -> None:
+    """In the child before exec: a sweep killed with SIGKILL takes its iperf3 and ping along
+    (`ip netns exec` execs the tool itself, so the setting reaches it)."""
+    _libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
 @dataclass
 class Target:
     server: str
@@ -48,13 +59,13 @@ def preflight(target: Target, ping: bool) -> None:
         except subprocess.TimeoutExpired:
             raise BloatlabError(f"iperf3 got no answer from {target.server} port {target.port} in 30 s; start "
                                 "`iperf3 -s` (or bloatlab nic serve) there", field="--server") from None
-        if proc.returncode == 0:
-            break
         try:
-            reason = json.loads(proc.stdout).get("error", "")
+            # iperf3 3.12 exits 0 after a failed --json test: the "error" key is what tells.
+            reason = json.loads(proc.stdout).get("error")
         except json.JSONDecodeError:
-            reason = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["no output"]
-            reason = reason[0]
+            reason = ((proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["no output"])[0]
+        if proc.returncode == 0 and not reason:
+            break
         if "busy" in reason and time.monotonic() < deadline:
             time.sleep(1)
             continue
@@ -79,7 +90,7 @@ def run_iperf3(target: Target, duration_s: int, out: Path, udp_rate_bps: int | N
     while True:
         with open(out, "w") as f:
             proc = subprocess.Popen(_argv(target.netns, argv), stdout=f, stderr=subprocess.STDOUT,
-                                    stdin=subprocess.DEVNULL)
+                                    stdin=subprocess.DEVNULL, preexec_fn=_die_with_parent)
         try:
             proc.wait(timeout=duration_s + GRACE_S)
         except subprocess.TimeoutExpired:
@@ -110,10 +121,12 @@ def stop(proc: subprocess.Popen) -> None:
             proc.wait()
 
 
-def start_ping(target: Target, interval_s: float, out: Path) -> subprocess.Popen:
+def start_ping(target: Target, interval_s: float, out: Path, deadline_s: float) -> subprocess.Popen:
+    """ping -D until stop(); -w bounds it should nobody stop it."""
+    argv = ["ping", "-D", "-n", "-i", f"{interval_s:g}", "-w", str(int(deadline_s) + 1), target.server]
     with open(out, "w") as f:
-        return subprocess.Popen(_argv(target.netns, ["ping", "-D", "-n", "-i", f"{interval_s:g}", target.server]),
-                                stdout=f, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        return subprocess.Popen(_argv(target.netns, argv), stdout=f, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL, preexec_fn=_die_with_parent)
 
 
 # Summaries and series -----------------------------------------------------------------------

@@ -26,7 +26,7 @@ from ..results import RunDir, machine, tool_versions
 from . import journal as journals
 from . import knobs
 from .knobs import Iface
-from .measure import Target, ping_outcome, preflight, run_iperf3, start_ping, stop, tcp_summary, throughput_rows, \
+from .measure import GRACE_S, Target, ping_outcome, preflight, run_iperf3, start_ping, stop, tcp_summary, throughput_rows, \
     udp_summary
 from .plan import NicPlan
 
@@ -65,6 +65,7 @@ class NicSweep:
         self.iface: Iface = plan.iface
         self.target = Target(plan.server, plan.port, plan.iface.netns)
         self.journal: journals.Journal | None = None
+        self.restored: list[str] = []  # what the restore changed back
         self.driver: str | None = None
         self.tools: dict[str, str | None] = {}
         self.summaries: dict[str, list[dict[str, Any]]] = {}  # per point label, complete runs
@@ -192,7 +193,8 @@ class NicSweep:
         sides: dict[str, str] = {}
         t0_mono, t0_real = time.monotonic(), time.time()
         doc["t0_realtime_s"] = t0_real
-        ping = start_ping(self.target, plan.ping_interval_s, run.raw / "ping.txt") if plan.ping_interval_s else None
+        ping = start_ping(self.target, plan.ping_interval_s, run.raw / "ping.txt",
+                          len(plan.tests) * (plan.duration_s + GRACE_S) + 10) if plan.ping_interval_s else None
         try:
             for test in plan.tests:
                 offset = time.monotonic() - t0_mono
@@ -236,16 +238,16 @@ class NicSweep:
     def restore(self, quiet: bool = False) -> list[str]:
         """Put the journal's settings back; the journal goes once every field checks."""
         if self.journal is None:
-            return []
+            return self.restored
         try:
-            changed = knobs.restore(self.iface, self.journal.original)
+            self.restored = knobs.restore(self.iface, self.journal.original)
         except BloatlabError:
             if quiet:
                 return []
             raise
         journals.remove(self.journal)
         self.journal = None
-        return changed
+        return self.restored
 
 
 def _txqueuelen_notes(iface: Iface, root: dict[str, Any], txqueuelen: int, mtu: int) -> list[str]:

@@ -126,3 +126,18 @@ def test_a_damaged_journal_is_a_one_line_error(tmp_path, monkeypatch):
     with pytest.raises(BloatlabError, match="not a bloatlab nic journal"):
         journals.list_journals()
     assert os.listdir(tmp_path) == ["eth0.json"]  # kept for the user to look at
+
+
+@pytest.mark.parametrize("root, says", [
+    ({"kind": "noqueue", "options": {}}, "noqueue (the default on a veth)"),
+    ({"kind": "pfifo", "options": {"limit": 1000}}, "keeps its limit of 1000"),  # a pfifo made before
+    ({"kind": "pfifo", "options": {"limit": 10}}, None),
+    ({"kind": "bfifo", "options": {"limit": 15000}}, None),  # 10 packets of 1500 bytes
+    ({"kind": "pfifo_fast", "options": {"bands": 3}}, None),
+    ({"kind": "fq_codel", "options": {"limit": 10240}}, "has its own limit"),
+])
+def test_txqueuelen_is_said_to_have_no_effect_where_it_bounds_nothing(root, says):
+    from bloatlab.nic.runner import _txqueuelen_notes
+
+    notes = _txqueuelen_notes(Iface("eth9"), root, 10, 1500)
+    assert (notes == []) if says is None else (len(notes) == 1 and says in notes[0])

@@ -15,7 +15,7 @@ import subprocess
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from .. import netns
 from ..errors import BloatlabError
@@ -80,8 +80,10 @@ def preflight(target: Target, ping: bool) -> None:
                                 "with --ping-interval 0", field="--server")
 
 
-def run_iperf3(target: Target, duration_s: int, out: Path, udp_rate_bps: int | None = None) -> IperfResult:
-    """One iperf3 client test, its JSON kept in `out`; retried while the server is busy."""
+def run_iperf3(target: Target, duration_s: int, out: Path, udp_rate_bps: int | None = None,
+               tick: Callable[[float], None] | None = None) -> IperfResult:
+    """One iperf3 client test, its JSON kept in `out`; retried while the server is busy.
+    tick(seconds since it started) is called every half second, for a progress bar."""
     argv = ["iperf3", "-c", target.server, "-p", str(target.port), "--json", "--get-server-output",
             "-t", str(duration_s), "-i", str(CLIENT_INTERVAL_S), "--connect-timeout", str(CONNECT_TIMEOUT_MS)]
     if udp_rate_bps is not None:
@@ -91,12 +93,19 @@ def run_iperf3(target: Target, duration_s: int, out: Path, udp_rate_bps: int | N
         with open(out, "w") as f:
             proc = subprocess.Popen(_argv(target.netns, argv), stdout=f, stderr=subprocess.STDOUT,
                                     stdin=subprocess.DEVNULL, preexec_fn=_die_with_parent)
+        started = time.monotonic()
         try:
-            proc.wait(timeout=duration_s + GRACE_S)
-        except subprocess.TimeoutExpired:
-            stop(proc)
-            raise BloatlabError(f"iperf3 did not end within {GRACE_S:g} s of its {duration_s} s test",
-                                field="iperf3") from None
+            while proc.poll() is None:
+                if time.monotonic() - started > duration_s + GRACE_S:
+                    stop(proc)
+                    raise BloatlabError(f"iperf3 did not end within {GRACE_S:g} s of its {duration_s} s test",
+                                        field="iperf3")
+                if tick is not None:
+                    tick(time.monotonic() - started)
+                try:
+                    proc.wait(timeout=0.5)
+                except subprocess.TimeoutExpired:
+                    pass
         except BaseException:  # Ctrl-C: end it, keep what it printed
             stop(proc)
             raise

@@ -146,7 +146,11 @@ class NicSweep:
             notes.append(f"qdisc {settings['qdisc']}: the root of {iface.name} is {root['kind']} instead")
         return applied, notes
 
-    def run_one(self, values: dict[str, Any], rep: int, run_dir: Path) -> Any:
+    def run_one(self, values: dict[str, Any], rep: int, run_dir: Path,
+                tick: Callable[[float], None] | None = None) -> Any:
+        """One run into run_dir: set the knobs, measure, write the files. tick(seconds into the
+        run) feeds the engine's progress bar. On Ctrl-C: the interface is restored, then the
+        KeyboardInterrupt goes on."""
         plan = self.plan
         settings = {**plan.fixed_knobs, **values}
         run = RunDir(Path(run_dir))
@@ -168,7 +172,7 @@ class NicSweep:
         try:
             doc["settings_applied"], notes = self.apply(settings)
             doc["notes"] = notes
-            summary, reason, warnings = self._measure(run, doc)
+            summary, reason, warnings = self._measure(run, doc, tick)
         except KeyboardInterrupt:
             doc.update(complete=False, incomplete_reason="interrupted (Ctrl-C)", ended_at=_now())
             run.write_json("run.json", doc)
@@ -185,7 +189,8 @@ class NicSweep:
             self.summaries.setdefault(label(values), []).append(summary)
         return _result(complete, summary, reason, notes + warnings)
 
-    def _measure(self, run: RunDir, doc: dict[str, Any]) -> tuple[dict[str, Any], str | None, list[str]]:
+    def _measure(self, run: RunDir, doc: dict[str, Any], tick: Callable[[float], None] | None = None
+                 ) -> tuple[dict[str, Any], str | None, list[str]]:
         plan = self.plan
         summary: dict[str, Any] = {"complete": False}
         throughput: list[tuple[float, str, float]] = []
@@ -205,7 +210,8 @@ class NicSweep:
                 summary[test] = empty
                 try:
                     result = run_iperf3(self.target, plan.duration_s, raw,
-                                        plan.udp_rate_bps if test == "udp" else None)
+                                        plan.udp_rate_bps if test == "udp" else None,
+                                        tick=(lambda s, base=offset: tick(base + s)) if tick else None)
                 except BloatlabError as e:
                     failures.append(f"{test}: {e}")
                     continue

@@ -349,17 +349,16 @@ def _qdisc_text(qdisc: dict[str, Any]) -> str:
 def restore(iface: Iface, original: dict[str, Any]) -> list[str]:
     """Put `original` back; return what was changed to do so. Every knob is tried even when
     one fails; then a field-by-field check raises if anything still differs."""
-    before = snapshot(iface)
-    changed = differences(original, before)
+    changed = differences(original, snapshot(iface))
     errors: list[str] = []
-    steps = [("offloads", lambda: restore_offloads(iface, original["offloads"])),
-             ("txqueuelen", lambda: set_txqueuelen(iface, original["txqueuelen"])
-              if before["txqueuelen"] != original["txqueuelen"] else None),
-             ("qdisc", lambda: restore_root_qdisc(iface, original["qdisc"])),
-             ("bql", lambda: restore_bql(iface, original["bql"]))]
-    for what, step in steps:
+    # txqueuelen before the qdisc, as when they were set: a FIFO re-created takes it as its limit.
+    steps = [("offloads", restore_offloads, original["offloads"]),
+             ("txqueuelen", set_txqueuelen, original["txqueuelen"]),
+             ("qdisc", restore_root_qdisc, original["qdisc"]),
+             ("bql", restore_bql, original["bql"])]
+    for what, step, value in steps:
         try:
-            step()
+            step(iface, value)
         except BloatlabError as e:
             errors.append(f"{what}: {e}")
     left = differences(original, snapshot(iface))

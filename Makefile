@@ -56,6 +56,8 @@ $(VENV)/.stamp: pyproject.toml | packages
 	$(VENV)/bin/python -m pip install -q --disable-pip-version-check -e '.[test]'
 	touch $@
 
+# The report tests open report.html in headless Chromium: only `make test` needs it.
+test: TOOLS += chromium:chromium
 test: setup ## cargo test, then pytest (integration tests need root and namespaces)
 	$(CARGO) test --workspace
 	@rc=0; $(VENV)/bin/python -m pytest -q tests || rc=$$?; \

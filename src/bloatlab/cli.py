@@ -189,32 +189,36 @@ def cmd_bench_link(args: argparse.Namespace) -> int:
 def cmd_run(args: argparse.Namespace) -> int:
     from .results import summary_table
     from .runner import default_out, run_experiment
-    from .spec import load_experiment, load_preset, sweep_points
+    from .spec import MAX_REPEAT, load_experiment, load_preset, sweep_axes
 
     if (args.spec is None) == (args.preset is None):
         raise UsageError("give a spec file or --preset NAME (bloatlab presets lists them), not both")
+    if args.repeat is not None and not 1 <= args.repeat <= MAX_REPEAT:
+        raise UsageError(f"{args.repeat} repetitions; give --repeat a whole number from 1 to {MAX_REPEAT}")
     sets = args.set or []
+    axes = sweep_axes(args.preset, args.spec, sets, args.sweep or [])
 
-    def load(point: list[str]):
-        return load_preset(args.preset, point) if args.preset else load_experiment(args.spec, point)
+    def load(point: list[str], rep: int = 1):
+        if args.preset:
+            return load_preset(args.preset, point, rep)
+        return load_experiment(args.spec, point, rep)
 
-    points = sweep_points(args.preset, args.spec, sets)
-    # Every run of a sweep is checked before the first starts.
-    experiments = [load(point) for point in points]
-    need_root("run")
-    if len(experiments) > 1:
-        return _run_sweep(args, sets, experiments)
-    experiment = experiments[0]
-    out = args.out or default_out(experiment)
-    outcome = run_experiment(experiment, out, progress=not args.quiet, svg=args.svg)
-    label = " ".join(f"{k}={v}" for k, v in experiment.params.items()) or experiment.name
-    print(summary_table([(label, outcome.summary)]))
-    for warning in outcome.warnings:
-        print(f"warning: {warning}", file=sys.stderr)
-    print(f"\nresults: {outcome.run_dir}/ (summary.json, series/, raw/)")
-    if outcome.plots:
-        print(f"plots:   {outcome.run_dir / 'plots'}/ ({', '.join(p.name for p in outcome.plots if p.suffix == '.png')})")
-    return _exit_status(outcome)
+    if args.repeat is None:  # the spec's own `repeat`
+        args.repeat = load(sets).repeat
+    if not axes and args.repeat == 1 and not args.resume:
+        experiment = load(sets)
+        need_root("run")
+        out = args.out or default_out(experiment)
+        outcome = run_experiment(experiment, out, progress=not args.quiet, svg=args.svg)
+        label = " ".join(f"{k}={v}" for k, v in experiment.params.items()) or experiment.name
+        print(summary_table([(label, outcome.summary)]))
+        for warning in outcome.warnings:
+            print(f"warning: {warning}", file=sys.stderr)
+        print(f"\nresults: {outcome.run_dir}/ (summary.json, series/, raw/)")
+        if outcome.plots:
+            print(f"plots:   {outcome.run_dir / 'plots'}/ ({', '.join(p.name for p in outcome.plots if p.suffix == '.png')})")
+        return _exit_status(outcome)
+    return _run_sweep(args, sets, axes, load)
 
 
 def _exit_status(outcome: Any) -> int:
@@ -224,35 +228,72 @@ def _exit_status(outcome: Any) -> int:
     return 0
 
 
-def _run_sweep(args: argparse.Namespace, given: list[str], experiments: list[Any]) -> int:
-    """Runs of a swept parameter, one after the other, each in OUT/NAME=VALUE/, then compared."""
-    from .plots import plot_comparison
-    from .results import summary_table
-    from .runner import default_out, run_experiment
+def _run_sweep(args: argparse.Namespace, sets: list[str], axes: list[tuple[str, list[str]]], load) -> int:
+    """The cross product of the axes, --repeat times each (docs/sweeps.md)."""
+    import itertools
 
-    fixed = {item.partition("=")[0].strip() for item in given}
-    swept = [k for k in experiments[0].params if k not in fixed
-             and len({str(e.params[k]) for e in experiments}) > 1]
-    root = args.out or default_out(experiments[0])
-    columns, runs = [], []
-    for i, experiment in enumerate(experiments, 1):
-        label = ",".join(f"{k}={experiment.params[k]}" for k in swept)
-        print(f"run {i} of {len(experiments)}: {label}", flush=True)
-        outcome = run_experiment(experiment, root / label, progress=not args.quiet, svg=args.svg)
-        for warning in outcome.warnings:
-            print(f"warning: {label}: {warning}", file=sys.stderr)
-        columns.append((label, outcome.summary))
-        runs.append((label, outcome.run_dir))
-        if not outcome.complete:
-            print(summary_table(columns))
-            return _exit_status(outcome)
-    print(summary_table(columns))
-    compared = plot_comparison(runs, root / "plots", svg=args.svg)
-    for warning in compared.warnings:
+    from .results import headline
+    from .runner import run_experiment
+    from .sweep import Axis, RunResult, run_sweep
+
+    if args.resume and args.out is None:
+        raise UsageError("--resume needs --out DIR: the directory of the sweep to finish")
+    # Every point is loaded (and so checked) before the first run starts.
+    experiments, typed = {}, {}
+    for combo in itertools.product(*(values for _, values in axes)):
+        point = dict(zip([name for name, _ in axes], combo))
+        experiment = load(sets + [f"{k}={v}" for k, v in point.items()])
+        for name, text in point.items():
+            typed[name, text] = experiment.params[name]
+        experiments[tuple(experiment.params[name] for name, _ in axes)] = point
+    need_root("run")
+    first = load(sets)
+    sweep_axes = [Axis(name, tuple(typed[name, v] for v in values)) for name, values in axes]
+    fixed = {k.strip(): v.strip() for k, _, v in (item.partition("=") for item in sets)}
+    out = args.out or Path("results") / f"{first.name}-sweep-{_stamp()}"
+
+    def run_one(values: dict[str, Any], rep: int, run_dir: Path, tick) -> RunResult:
+        point = experiments[tuple(values[a.name] for a in sweep_axes)]
+        experiment = load(sets + [f"{k}={v}" for k, v in point.items()], rep)
+        outcome = run_experiment(experiment, run_dir, progress=tick if not args.quiet else False, svg=args.svg)
+        return RunResult(outcome.complete, outcome.summary, outcome.reason, outcome.warnings, outcome.interrupted)
+
+    total = len(experiments) * args.repeat
+    print(f"sweep {first.name}: {len(experiments)} point(s) x {args.repeat} repetition(s) = {total} runs "
+          f"of {first.duration_s:g} s into {out}/", flush=True)
+    outcome = run_sweep(out, kind="experiment", name=first.name, source=first.source or first.name,
+                        axes=sweep_axes, repeat=args.repeat, fixed=fixed, run_one=run_one,
+                        estimate_s=first.duration_s + RUN_OVERHEAD_S, headline=headline, resume=args.resume,
+                        progress=not args.quiet, svg=args.svg, command=["bloatlab", *sys.argv[1:]])
+    for warning in outcome.warnings:
         print(f"warning: {warning}", file=sys.stderr)
-    print(f"\nresults: {root}/ (one directory per run: {', '.join(label for label, _ in runs)})")
-    print(f"plots:   {root / 'plots'}/ ({', '.join(p.name for p in compared.files if p.suffix == '.png')})")
+    print(f"\nresults: {out}/ ({outcome.done} of {outcome.runs} runs complete)")
+    print(f"  aggregate.csv, aggregate.json   mean, sd, median, 95% CI per point (docs/sweeps.md)")
+    print(f"  series.csv.gz                   every series of every run, long format")
+    if any(p.parent.name == "plots" for p in outcome.files):
+        print(f"  plots/                          {', '.join(p.name for p in outcome.files if p.suffix == '.png')}")
+    if (out / "report.html").exists():
+        print(f"  report.html")
+    if outcome.interrupted:
+        print(f"bloatlab: sweep interrupted; finish it with the same command and --resume --out {out}",
+              file=sys.stderr)
+        return 130
+    if not outcome.complete:
+        print(f"bloatlab: {outcome.runs - outcome.done} run(s) incomplete; --resume --out {out} runs them again",
+              file=sys.stderr)
+        return 1
     return 0
+
+
+# Network build, teardown, iperf3's last report and writing results: added to a run's duration
+# for the first time-left estimate; the sweep learns the real figure as runs finish.
+RUN_OVERHEAD_S = 5.0
+
+
+def _stamp() -> str:
+    import datetime as dt
+
+    return dt.datetime.now().strftime("%Y%m%d-%H%M%S")
 
 
 def cmd_presets(args: argparse.Namespace) -> int:
@@ -374,11 +415,16 @@ def build_parser() -> argparse.ArgumentParser:
                   "Builds the experiment's network, runs its workloads (iperf3, ping, curl) on their "
                   "schedule with\nthe probes (cwnd from tcp:tcp_probe or ss, queue occupancy, "
                   "throughput), removes the network,\nand writes RUN/run.json, summary.json, "
-                  "series/*.csv, raw/ and plots/ (docs/results.md).\nA parameter the spec sweeps "
-                  "(aqm in the aqm preset) runs once per value unless --set, each\nin OUT/NAME=VALUE/, "
-                  "then compared in OUT/plots/.\nCtrl-C stops cleanly and keeps "
-                  "what was measured, marked incomplete. Needs root.",
+                  "series/*.csv, raw/ and plots/ (docs/results.md).\n\n"
+                  "A sweep (--sweep, --repeat, or a parameter the spec sweeps, like aqm in the aqm preset, "
+                  "unless\n--set) runs every point of the cross product of its axes --repeat times, each "
+                  "run in\nOUT/LABEL/repK/, and writes OUT/sweep.json, aggregate.csv and .json (mean, sd, "
+                  "median,\n95% CI per point), series.csv.gz, plots/ and report.html (docs/sweeps.md).\n\n"
+                  "Ctrl-C stops cleanly and keeps what was measured, marked incomplete; a sweep keeps "
+                  "its\ncomplete runs, and --resume finishes it. Needs root.",
                   ["sudo bloatlab run --preset cs244",
+                   "sudo bloatlab run --preset cs244 --sweep maxq=20,40,60,80,100 --repeat 5 --out results/qlen",
+                   "sudo bloatlab run --preset cs244 --sweep maxq=20,40,60,80,100 --repeat 5 --out results/qlen --resume",
                    "sudo bloatlab run --preset aqm --set duration=20s   # taildrop, red, codel, pie, fq_codel",
                    "sudo bloatlab run --preset cs244 --set maxq=20 --set duration=30s --out results/q20",
                    "sudo bloatlab run my-experiment.toml --set bw_net=1.5mbit"])
@@ -387,7 +433,15 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--set", metavar="NAME=VALUE", action="append",
                      help="set a parameter of the experiment (repeatable)")
     run.add_argument("--out", metavar="DIR", type=Path,
-                     help="the results directory (default: results/NAME-PARAMS-TIMESTAMP)")
+                     help="the results directory (default: results/NAME-PARAMS-TIMESTAMP, "
+                          "or results/NAME-sweep-TIMESTAMP)")
+    run.add_argument("--sweep", metavar="NAME=V1,V2,...", action="append",
+                     help="run each value of a parameter; repeatable: the runs are the cross product")
+    run.add_argument("--repeat", metavar="N", type=int,
+                     help="runs per sweep point (default: the spec's `repeat`, else 1); repetition K "
+                          "uses seed + K - 1")
+    run.add_argument("--resume", action="store_true",
+                     help="finish the sweep in --out: skip its complete runs, redo the others")
     run.add_argument("--svg", action="store_true", help="also write the plots as SVG")
     run.add_argument("--quiet", action="store_true", help="no progress bar")
 
@@ -407,8 +461,9 @@ def build_parser() -> argparse.ArgumentParser:
                       ["bloatlab compare results/q20 results/q100"])
     compare.add_argument("dirs", metavar="DIR", type=Path, nargs="+", help="results directories of runs")
 
-    from . import replay
+    from . import replay, report
     replay.add_parser(commands, _formatter)
+    report.add_parser(commands, _formatter)
     from . import nic
     nic.add_parser(commands, _formatter)
 

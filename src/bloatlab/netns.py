@@ -96,7 +96,15 @@ def offloads_off(ns: str, iface: str) -> None:
 
     A feature the driver refuses is logged and skipped: the datapath counts any oversize
     frame that still gets through.
+
+    TCP builds GSO super-packets whatever the device's features and segments them only when
+    they leave the qdisc, so a kernel qdisc on a host's own interface would count up to 64 KB
+    as one packet. gso_max_segs 1 makes the host's TCP send single segments instead.
     """
+    try:
+        run_in(ns, ["ip", "link", "set", "dev", iface, "gso_max_segs", "1"])
+    except CommandError as e:
+        log.debug("%s/%s: gso_max_segs 1 refused: %s", ns, iface, e)
     try:
         run_in(ns, ["ethtool", "-K", iface, *(arg for f in OFFLOADS for arg in (f, "off"))])
         return

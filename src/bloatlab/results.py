@@ -187,3 +187,19 @@ def summary_table(columns: list[tuple[str, dict[str, Any]]]) -> str:
         cells = [col.get(label, "-").ljust(w) for col, w in zip(per_column, widths)]
         out.append("  ".join([label.ljust(width)] + cells).rstrip())
     return "\n".join(out)
+
+
+def headline(summary: dict[str, Any]) -> str:
+    """One line of a run's main numbers, for a sweep's log of finished runs."""
+    parts = []
+    for name, flow in summary.get("flows", {}).items():
+        parts.append(f"{name} {_num(flow.get('goodput_mbps'), '.2f')} Mbit/s")
+    rtt = summary.get("rtt_ms", {})
+    if rtt.get("count"):
+        parts.append(f"RTT median {_num(rtt.get('median'), '.1f')} p95 {_num(rtt.get('p95'), '.1f')} ms")
+    fetch = summary.get("fetch_s", {})
+    if fetch.get("count"):
+        parts.append(f"fetch mean {_num(fetch.get('mean'), '.2f')} s")
+    for link, q in summary.get("queue", {}).items():
+        parts.append(f"queue {link} mean {_num(q.get('mean_pkts'), '.1f')} pkts, {_num(q.get('drops'), 'd')} drops")
+    return "; ".join(parts) or "no measurements"

@@ -14,6 +14,7 @@ import signal
 import sys
 import time
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -42,6 +43,7 @@ class Outcome:
     reason: str | None = None  # why it is incomplete
     warnings: list[str] = field(default_factory=list)
     plots: list[Path] = field(default_factory=list)
+    interrupted: bool = False  # a stop signal came (maybe only while cleaning up)
 
 
 def default_out(experiment: Experiment, root: Path = Path("results")) -> Path:
@@ -97,7 +99,8 @@ def choose_tcp_probe(wanted: str) -> str:
 
 
 class Run:
-    def __init__(self, experiment: Experiment, out: Path, *, progress: bool = True, svg: bool = False):
+    def __init__(self, experiment: Experiment, out: Path, *, progress: bool | Callable[[float], None] = True,
+                 svg: bool = False):
         self.exp = experiment
         self.dir = RunDir(out)
         self.progress = progress
@@ -147,7 +150,10 @@ class Run:
             if failure is not None:
                 self._write_partial()
                 raise failure
-            return self._write()
+            outcome = self._write()
+            # A Ctrl-C while cleaning up leaves this run whole but must still stop a sweep.
+            outcome.interrupted = interrupts.received is not None
+            return outcome
 
     def _run(self) -> None:
         exp = self.exp
@@ -165,7 +171,9 @@ class Run:
         self.clock.mark()
         pending = sorted(self.workloads, key=lambda w: w.w.start_ns)
         stopping = sorted(self.workloads, key=lambda w: w.w.stop_ns)
-        bar = Progress(exp.duration_s, f"{exp.name}") if self.progress else None
+        # A callable progress is told the seconds into the run (a sweep draws one bar for all).
+        bar = Progress(exp.duration_s, f"{exp.name}") if self.progress is True else None
+        tick = self.progress if callable(self.progress) else None
         while True:
             now = self.clock.since_t0()
             self.elapsed_s = now
@@ -177,6 +185,8 @@ class Run:
                 break
             if bar:
                 bar.update(now)
+            if tick:
+                tick(now)
             time.sleep(min(TICK_S, exp.duration_s - now))
         self.elapsed_s = exp.duration_s
         if bar:
@@ -268,6 +278,7 @@ class Run:
                 collected.throughput += got.throughput
                 collected.ping += got.ping
                 collected.ping_lost += got.ping_lost
+                collected.per_ping.update(got.per_ping)
                 collected.fetch += got.fetch
                 self.errors += got.errors
                 self.warnings += got.warnings
@@ -290,6 +301,9 @@ class Run:
         complete = self.incomplete_reason is None
         summary = {"complete": complete, "duration_s": duration, "flows": collected.flows,
                    "rtt_ms": rtt, "fetch_s": fetch, "queue": queue_summary}
+        if len(collected.per_ping) > 1:  # RTT under each phase of load (txqueuelen: TCP, then UDP)
+            summary["pings"] = {name: {**describe(rtts, RTT_STATS), "lost": lost}
+                                for name, (rtts, lost) in collected.per_ping.items()}
         self.dir.write_json("summary.json", summary)
         self.dir.write_json("run.json", self._run_json(complete, queue_sources))
 

@@ -16,6 +16,7 @@ against the parameter's type, so a bad value is reported under the parameter's o
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import re
 from dataclasses import dataclass, field
@@ -38,10 +39,13 @@ MAX_DURATION_NS = 24 * 3600 * 10**9
 MIN_PING_INTERVAL_NS = 10 * 10**6  # what the issue promises; ping itself goes lower as root
 DEFAULT_WEB_SIZE_BYTES = 180_000  # about the index page the CS244 original fetched
 
-SPEC_KEYS = ("name", "description", "duration", "seed", "params", "topology", "workloads", "probes")
+SPEC_KEYS = ("name", "description", "duration", "seed", "repeat", "params", "topology", "workloads", "probes")
+MAX_REPEAT = 1000
 PARAM_KEYS = ("default", "type", "help", "choices", "min", "max", "sweep")
 PROBE_KEYS = ("tcp", "queue")
-COMMON_WORKLOAD_KEYS = ("kind", "name", "start", "stop")
+COMMON_WORKLOAD_KEYS = ("kind", "name", "start", "stop", "enabled")
+SWITCHES = {True: True, False: False, "on": True, "off": False, "true": True, "false": False,
+            "yes": True, "no": False}
 WORKLOAD_KEYS = {
     "bulk": ("from", "to", "cc", "buffer"),
     "udp": ("from", "to", "rate"),
@@ -140,6 +144,7 @@ class Experiment:
     duration_ns: int
     seed: int
     params: dict[str, Any] = field(default_factory=dict)  # name -> value used
+    repeat: int = 1  # runs per sweep point unless --repeat says otherwise
     preset: str | None = None
     source: str | None = None  # the spec file, or "preset NAME"
 
@@ -192,19 +197,21 @@ def preset_info(name: str) -> tuple[str, list[Param]]:
     return data.get("description", "").strip(), list(_parse_params(data.get("params", {})).values())
 
 
-def load_preset(name: str, sets: list[str] | None = None) -> Experiment:
+def load_preset(name: str, sets: list[str] | None = None, rep: int = 1) -> Experiment:
     path = _preset_path(name)
     return parse_experiment(load_toml(path), sets or [], base_dir=path.parent, preset=name,
-                            source=f"preset {name}")
+                            source=f"preset {name}", rep=rep)
 
 
-def load_experiment(path: str | Path, sets: list[str] | None = None) -> Experiment:
+def load_experiment(path: str | Path, sets: list[str] | None = None, rep: int = 1) -> Experiment:
     path = Path(path)
-    return parse_experiment(load_toml(path), sets or [], base_dir=path.parent, source=str(path))
+    return parse_experiment(load_toml(path), sets or [], base_dir=path.parent, source=str(path), rep=rep)
 
 
 def parse_experiment(data: dict[str, Any], sets: list[str], *, base_dir: Path,
-                     preset: str | None = None, source: str | None = None) -> Experiment:
+                     preset: str | None = None, source: str | None = None, rep: int = 1) -> Experiment:
+    """The experiment; repetition `rep` (from 1) runs with the seeds moved on by rep - 1, so
+    the emulated loss and hashing differ between repetitions yet each stays reproducible."""
     check_keys(data, SPEC_KEYS, "", "an experiment spec")
     params = _parse_params(data.get("params", {}))
     values = _apply_sets({p.name: p.default for p in params.values()}, params, sets)
@@ -229,6 +236,11 @@ def parse_experiment(data: dict[str, Any], sets: list[str], *, base_dir: Path,
     if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
         raise SpecError(f"{show(seed)} is not a seed; write a whole number >= 0", field="seed")
 
+    repeat = spec.get("repeat", 1)
+    if not isinstance(repeat, int) or isinstance(repeat, bool) or not 1 <= repeat <= MAX_REPEAT:
+        raise SpecError(f"{show(repeat)} is not a repetition count; write a whole number from 1 to {MAX_REPEAT}",
+                        field="repeat")
+
     raw_topology = spec.get("topology")
     if raw_topology is None:
         raise SpecError('missing; give a [topology] table or a file: topology = "net.toml"', field="topology")
@@ -239,12 +251,15 @@ def parse_experiment(data: dict[str, Any], sets: list[str], *, base_dir: Path,
         topo_base, where = base_dir, "topology"
     raw_topology = {"seed": seed, **raw_topology} if isinstance(raw_topology, dict) else raw_topology
     topology = parse_topology(raw_topology, where=where, base_dir=topo_base)
+    if rep > 1:
+        seed += rep - 1
+        topology = dataclasses.replace(topology, seed=topology.seed + rep - 1)
 
     workloads = _parse_workloads(spec.get("workloads", []), topology, duration_ns)
     probes = _parse_probes(spec.get("probes", {}), topology)
     return Experiment(name=name, description=description.strip(), topology=topology,
                       workloads=tuple(workloads), probes=probes, duration_ns=duration_ns, seed=seed,
-                      params=values, preset=preset, source=source)
+                      params=values, preset=preset, source=source, repeat=repeat)
 
 
 # Parameters --------------------------------------------------------------------------------
@@ -293,17 +308,42 @@ def _parse_sweep(raw: object, param: Param, where: str) -> tuple[Any, ...] | Non
     return tuple(check_param(param, v, field_of(where, i)) for i, v in enumerate(raw))
 
 
-def sweep_points(preset: str | None, path: str | Path | None, sets: list[str]) -> list[list[str]]:
-    """The --set lists of the runs a command means: one per combination of the swept
-    parameters not given with --set (just `sets` when nothing is swept)."""
+def sweep_axes(preset: str | None, path: str | Path | None, sets: list[str],
+               sweeps: list[str]) -> list[tuple[str, list[str]]]:
+    """The axes a command means, as (name, values as text): each `--sweep NAME=V1,V2,...` in
+    order, then every parameter the spec sweeps that neither --set nor --sweep names. The
+    values are checked when each point's experiment is loaded."""
     source = _preset_path(preset) if preset else Path(path)  # type: ignore[arg-type]
     params = _parse_params(load_toml(source).get("params", {}))
     given = {item.partition("=")[0].strip() for item in sets}
-    points = [list(sets)]
+    axes: list[tuple[str, list[str]]] = []
+    for item in sweeps:
+        name, sep, text = item.partition("=")
+        name = name.strip()
+        values = [v.strip() for v in text.split(",")]
+        if not sep or not name or not all(values):
+            raise SpecError(f"{item!r} is not NAME=V1,V2,...; write e.g. --sweep maxq=20,100", field="--sweep")
+        if name not in params:
+            raise SpecError(_unknown_param(name, params), field=f"--sweep {name}")
+        if name in given:
+            raise SpecError(f"{name} is both --set and swept; drop one of them", field=f"--sweep {name}")
+        if any(n == name for n, _ in axes):
+            raise SpecError(f"{name} is swept twice; give all its values in one --sweep {name}=V1,V2",
+                            field=f"--sweep {name}")
+        if len(set(values)) != len(values):
+            raise SpecError(f"{text!r} lists a value twice; give each value once", field=f"--sweep {name}")
+        axes.append((name, values))
     for p in params.values():
-        if p.sweep and p.name not in given:
-            points = [point + [f"{p.name}={v}"] for point in points for v in p.sweep]
-    return points
+        if p.sweep and p.name not in given and all(n != p.name for n, _ in axes):
+            axes.append((p.name, [str(v) for v in p.sweep]))
+    return axes
+
+
+def _unknown_param(name: str, params: dict[str, Param]) -> str:
+    known = ", ".join(params) or "none"
+    close = difflib.get_close_matches(name, list(params), n=1)
+    guess = f"did you mean {close[0]}? " if close else ""
+    return f"unknown parameter {name!r}; {guess}this experiment's parameters: {known}"
 
 
 def check_param(param: Param, value: Any, where: str) -> Any:
@@ -341,11 +381,7 @@ def _apply_sets(values: dict[str, Any], params: dict[str, Param], sets: list[str
         if not sep or not name:
             raise SpecError(f"{item!r} is not NAME=VALUE; write e.g. --set maxq=20", field="--set")
         if name not in params:
-            known = ", ".join(params) or "none"
-            close = difflib.get_close_matches(name, list(params), n=1)
-            guess = f"did you mean {close[0]}? " if close else ""
-            raise SpecError(f"unknown parameter {name!r}; {guess}this experiment's parameters: {known}",
-                            field=f"--set {name}")
+            raise SpecError(_unknown_param(name, params), field=f"--set {name}")
         values[name] = check_param(params[name], text.strip(), f"--set {name}")
     return values
 
@@ -375,6 +411,7 @@ def _parse_workloads(raw: object, topology: Topology, duration_ns: int) -> list[
         raise SpecError("must be an array of tables: write each as [[workloads]]", field="workloads")
     kinds = [w.get("kind") if isinstance(w, dict) else None for w in raw]
     workloads: list[Workload] = []
+    seen: set[str] = set()  # names, of disabled workloads too
     for index, table in enumerate(raw):
         where = field_of("workloads", index)
         if not isinstance(table, dict):
@@ -394,7 +431,7 @@ def _parse_workloads(raw: object, topology: Topology, duration_ns: int) -> list[
         if not isinstance(name, str) or not NAME_RE.fullmatch(name):
             raise SpecError(f"{show(name)} is not a valid workload name; use a lowercase letter, then up "
                             'to 30 lowercase letters, digits, "_" or "-"', field=field_of(where, "name"))
-        if any(w.name == name for w in workloads):
+        if name in seen:
             raise SpecError(f"{show(name)} already names an earlier workload; give each a distinct name",
                             field=field_of(where, "name"))
         start = parse_duration_ns(table.get("start", "0s"), field_of(where, "start"))
@@ -405,8 +442,19 @@ def _parse_workloads(raw: object, topology: Topology, duration_ns: int) -> list[
         if start >= stop:
             raise SpecError("the workload must start before it stops (and before the run ends)",
                             field=field_of(where, "start"))
+        seen.add(name)
         common = dict(name=name, kind=kind, start_ns=start, stop_ns=stop)
-        workloads.append(_KIND_PARSERS[kind](table, where, topology, common))
+        workload = _KIND_PARSERS[kind](table, where, topology, common)
+        # `enabled = "{load}"` lets a parameter switch a workload on and off (with and without
+        # a competing flow); a disabled workload is still checked.
+        enabled = table.get("enabled", True)
+        if isinstance(enabled, str):
+            enabled = enabled.strip().lower()
+        if enabled not in SWITCHES:
+            raise SpecError(f"{show(table['enabled'])} is not on or off; write true, false, \"on\" or \"off\"",
+                            field=field_of(where, "enabled"))
+        if SWITCHES[enabled]:
+            workloads.append(workload)
     web_cc: dict[str, str] = {}
     for index, w in enumerate(workloads):
         if isinstance(w, Web) and web_cc.setdefault(w.server, w.cc) != w.cc:

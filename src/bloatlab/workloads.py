@@ -3,7 +3,7 @@
     bulk  iperf3 TCP client in `from`, one-shot server in `to`
     udp   iperf3 UDP at a rate, likewise
     ping  ping -D at an interval
-    web   python's http.server in `server` with one object; curl in `client` fetches it
+    web   python's http.server (bloatlab.httpd) in `server` with one object; curl in `client` fetches it
 
 Each workload goes through prepare() (servers, before t0), start() and stop() on the
 schedule, end() (whatever still runs is ended: also the Ctrl-C path) and collect(), which
@@ -58,6 +58,7 @@ class Collected:
     throughput: list[tuple[float, str, float]] = field(default_factory=list)  # t_s, flow, mbps
     ping: list[tuple[float, float]] = field(default_factory=list)  # t_s, rtt_ms
     ping_lost: int = 0
+    per_ping: dict[str, tuple[list[float], int]] = field(default_factory=dict)  # workload: rtts, lost
     fetch: list[tuple[float, float, str, int]] = field(default_factory=list)  # t_s, s, workload, ok
     errors: list[str] = field(default_factory=list)  # the workload failed: the run is incomplete
     warnings: list[str] = field(default_factory=list)  # worth saying, but measurements (a failed fetch)
@@ -243,6 +244,7 @@ class PingFlow(Running):
             got.ping_lost = max(0, summary.transmitted - summary.received - 1)
         except BloatlabError as e:
             got.errors.append(f"{self.w.name}: {e}")
+        got.per_ping[self.w.name] = ([rtt for _, rtt in got.ping], got.ping_lost)
         return got
 
 
@@ -252,13 +254,11 @@ class WebFetches(Running):
     w: Web
 
     def prepare(self) -> None:
-        self.net.exec(self.w.server, ["sysctl", "-qw", f"net.ipv4.tcp_congestion_control={self.w.cc}"], check=True,
-                      capture_output=True)
         self.docroot = Path(tempfile.mkdtemp(prefix="bloatlab-web-"))
         # Incompressible and reproducible: the same page in every run.
         (self.docroot / "index.html").write_bytes(random.Random(self.w.size_bytes).randbytes(self.w.size_bytes))
-        argv = [sys.executable, "-m", "http.server", str(self.port), "--bind", self.net.address(self.w.server),
-                "--directory", str(self.docroot)]
+        argv = [sys.executable, "-m", "bloatlab.httpd", self.net.address(self.w.server), str(self.port),
+                str(self.docroot), self.w.cc]
         self._spawn(self.w.server, argv, self.raw / f"{self.w.name}.server.log")
         wait_listening(self.net, self.w.server, self.port, f"web server of {self.w.name}")
         self.rows: list[tuple[float, float, str, int]] = []
@@ -273,6 +273,12 @@ class WebFetches(Running):
 
     def stop(self) -> None:
         self.halt.set()
+
+    def wait(self, deadline: float) -> None:
+        # The server never ends by itself: waiting for it cost every run the whole grace
+        # period. Only the fetch in flight is worth waiting for.
+        if self.started:
+            self.thread.join(timeout=max(0.0, deadline - time.monotonic()))
 
     def _loop(self) -> None:
         url = f"http://{self.w.server}:{self.port}/index.html"

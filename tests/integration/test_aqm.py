@@ -11,7 +11,7 @@ import pytest
 
 from bloatlab.plots import plot_comparison
 from bloatlab.runner import run_experiment
-from bloatlab.spec import load_preset, parse_experiment, sweep_points
+from bloatlab.spec import load_preset, parse_experiment, sweep_axes
 
 pytestmark = pytest.mark.netns
 
@@ -111,9 +111,10 @@ def test_fq_codel_isolates_a_ping_from_two_bulk_flows(tmp_path):
 
 
 def test_the_aqm_preset_sweeps_every_discipline_and_compares(runs, tmp_path):
-    points = sweep_points("aqm", None, ["duration=5s"])
-    assert [p[-1] for p in points] == [f"aqm={a}" for a in ("taildrop", "red", "codel", "pie", "fq_codel")]
-    assert sweep_points("aqm", None, ["aqm=codel"]) == [["aqm=codel"]]
+    assert sweep_axes("aqm", None, ["duration=5s"], []) == [("aqm", ["taildrop", "red", "codel", "pie", "fq_codel"])]
+    assert sweep_axes("aqm", None, ["aqm=codel"], []) == []
+    assert sweep_axes("aqm", None, [], ["maxq=20,100"]) == [("maxq", ["20", "100"]),
+                                                          ("aqm", ["taildrop", "red", "codel", "pie", "fq_codel"])]
     compared = plot_comparison([(a, o.run_dir) for a, o in runs.items()], tmp_path / "plots")
     assert [p.name for p in compared.files] == ["compare-rtt.png", "compare-fetch.png", "compare-goodput.png"]
     assert all(p.stat().st_size > 5000 for p in compared.files)
@@ -129,7 +130,7 @@ def test_run_sweeps_from_the_command_line(tmp_path):
     result = subprocess.run([sys.executable, "-m", "bloatlab", "run", "--preset", "aqm-isolation", "--set", "duration=3s",
                              "--set", "maxq=100", "--out", str(out), "--quiet"], capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr
-    assert sorted(p.name for p in out.iterdir()) == ["aqm=codel", "aqm=fq_codel", "aqm=taildrop", "plots"]
-    assert all((out / d / "summary.json").exists() for d in ("aqm=codel", "aqm=fq_codel", "aqm=taildrop"))
+    assert {"aqm=codel", "aqm=fq_codel", "aqm=taildrop", "plots", "sweep.json"} <= {p.name for p in out.iterdir()}
+    assert all((out / d / "rep1" / "summary.json").exists() for d in ("aqm=codel", "aqm=fq_codel", "aqm=taildrop"))
     assert (out / "plots" / "compare-rtt.png").exists()
     assert "aqm=taildrop" in result.stdout and "codel" in result.stdout

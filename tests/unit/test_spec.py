@@ -58,6 +58,27 @@ def test_every_preset_loads_and_validates():
         assert experiment.workloads and experiment.duration_ns > 0
         description, params = preset_info(name)
         assert description and all(p.help for p in params)
+        for p in params:  # every swept value is a valid one
+            for value in p.sweep or ():
+                assert load_preset(name, [f"{p.name}={value}"]).params[p.name] == value
+
+
+def test_seed_presets_and_their_axes():
+    names = {name for name, _ in list_presets()}
+    assert {"cs244", "qlen-sweep", "aqm", "webpage-under-load", "fetch-times", "txqueuelen"} <= names
+    sweeps = {name: {p.name: p.sweep for p in preset_info(name)[1] if p.sweep} for name in names}
+    assert sweeps["qlen-sweep"] == {"maxq": (100, 80, 60, 40, 20)}
+    assert sweeps["fetch-times"] == {"maxq": (20, 100)}
+    assert sweeps["webpage-under-load"] == {"load": ("off", "on"), "maxq": (100, 20)}
+    assert sweeps["txqueuelen"] == {"txqueuelen": (1, 10, 100, 1000, 10000, 100000)}
+    assert load_preset("txqueuelen").repeat == 5 and load_preset("qlen-sweep").repeat == 5
+    # load=off drops the competing flow; the fetches and pings stay.
+    assert [w.kind for w in load_preset("webpage-under-load", ["load=off"]).workloads] == ["ping", "web"]
+    # txqueuelen: the sender's own interface queue is a kernel pfifo of txqueuelen packets.
+    nic = load_preset("txqueuelen", ["txqueuelen=10000"]).topology.links[0]
+    assert nic.backend == "kernel" and nic.forward.queue.packets == 10000
+    # Repetitions draw different seeds.
+    assert load_preset("cs244", rep=3).seed == load_preset("cs244").seed + 2
 
 
 def test_cs244_preset_is_the_original_experiment():
@@ -138,6 +159,15 @@ def test_unknown_preset_suggests_one():
     (["run", "--preset", "nope"], "--preset: no preset"),
     (["run"], "give a spec file or --preset"),
     (["run", "/nonexistent.toml"], "/nonexistent.toml: no such file"),
+    (["run", "--preset", "cs244", "--sweep", "maxq"], "--sweep: 'maxq' is not NAME=V1,V2"),
+    (["run", "--preset", "cs244", "--sweep", "maxq=20,,100"], "--sweep: 'maxq=20,,100' is not NAME=V1,V2"),
+    (["run", "--preset", "cs244", "--sweep", "mxq=20,100"], "--sweep mxq: unknown parameter 'mxq'; did you mean maxq?"),
+    (["run", "--preset", "cs244", "--sweep", "maxq=20,-1"], "--set maxq: -1 is below the minimum"),
+    (["run", "--preset", "cs244", "--sweep", "maxq=20,20"], "--sweep maxq: '20,20' lists a value twice"),
+    (["run", "--preset", "cs244", "--sweep", "maxq=20", "--sweep", "maxq=100"], "--sweep maxq: maxq is swept twice"),
+    (["run", "--preset", "cs244", "--set", "maxq=20", "--sweep", "maxq=100"], "--sweep maxq: maxq is both --set and swept"),
+    (["run", "--preset", "cs244", "--repeat", "0"], "give --repeat a whole number from 1 to 1000"),
+    (["run", "--preset", "cs244", "--resume"], "--resume needs --out DIR"),
 ])
 def test_cli_errors_are_one_line_with_status_2(argv, needle):
     proc = subprocess.run([sys.executable, "-m", "bloatlab", *argv], capture_output=True, text=True, timeout=60)

@@ -1,0 +1,114 @@
+"""Sweeps end to end: real networks, real iperf3, ping and curl, short runs."""
+
+import json
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+pytestmark = pytest.mark.netns
+
+
+def bloatlab(*argv, timeout=600):
+    return subprocess.run([sys.executable, "-m", "bloatlab", *argv], capture_output=True, text=True,
+                          timeout=timeout)
+
+
+@pytest.fixture(scope="module")
+def two_by_two(tmp_path_factory):
+    out = tmp_path_factory.mktemp("sweep") / "s"
+    result = bloatlab("run", "--preset", "cs244", "--sweep", "maxq=20,100", "--sweep", "cc=reno,cubic",
+                      "--repeat", "2", "--set", "duration=3s", "--out", str(out), "--quiet")
+    return out, result
+
+
+def test_a_two_by_two_sweep_with_two_repetitions_is_complete(two_by_two):
+    out, result = two_by_two
+    assert result.returncode == 0, result.stderr
+    sweep = json.loads((out / "sweep.json").read_text())
+    assert sweep["status"] == "complete" and sweep["repeat"] == 2 and sweep["fixed"] == {"duration": "3s"}
+    assert [a["name"] for a in sweep["axes"]] == ["maxq", "cc"] and sweep["axes"][0]["values"] == [20, 100]
+    runs = [r for p in sweep["points"] for r in p["runs"]]
+    assert len(runs) == 8 and all(r["status"] == "complete" for r in runs)
+    for r in runs:
+        run = json.loads((out / r["dir"] / "run.json").read_text())
+        assert run["complete"]
+    # Repetitions run with their own seeds.
+    seeds = {json.loads((out / "maxq=20,cc=reno" / f"rep{k}" / "run.json").read_text())["spec"]["seed"] for k in (1, 2)}
+    assert seeds == {1, 2}
+    # One summary line per finished run.
+    assert result.stdout.count(" rep ") >= 8 and "[8/8] maxq=100,cc=cubic rep 2" in result.stdout
+
+
+def test_the_aggregate_has_every_point_and_metric(two_by_two):
+    pd = pytest.importorskip("pandas")
+    out, _ = two_by_two
+    table = pd.read_csv(out / "aggregate.csv")
+    assert table["label"].tolist() == ["maxq=20,cc=reno", "maxq=20,cc=cubic", "maxq=100,cc=reno", "maxq=100,cc=cubic"]
+    assert table["n"].tolist() == [2, 2, 2, 2]
+    for metric in ("flows.bulk.goodput_mbps", "rtt_ms.median", "rtt_ms.p95", "queue.s0->h2.mean_pkts"):
+        for stat in ("mean", "sd", "median", "ci95_low", "ci95_high"):
+            assert table[f"{metric}.{stat}"].notna().all(), f"{metric}.{stat}"
+    assert (table["rtt_ms.p95.ci95_low"] <= table["rtt_ms.p95.mean"]).all()
+    # The physics shows through: a five times longer queue, a longer delay under load.
+    by_q = table.groupby("maxq")["rtt_ms.p95.mean"].mean()
+    assert by_q[100] > by_q[20] + 20, by_q
+    series = pd.read_csv(out / "series.csv.gz")
+    assert set(series["series"]) >= {"ping", "cwnd", "queue", "throughput"}
+    assert set(series["label"]) == set(table["label"]) and set(series["rep"]) == {1, 2}
+
+
+def test_the_sweep_writes_plots_and_report(two_by_two):
+    out, _ = two_by_two
+    assert list((out / "plots").glob("compare-*.png"))
+    assert (out / "report.html").exists()
+
+
+def test_interrupted_sweep_resumes_with_only_what_is_missing(tmp_path):
+    out = tmp_path / "s"
+    argv = [sys.executable, "-m", "bloatlab", "run", "--preset", "cs244", "--sweep", "maxq=20,100",
+            "--set", "duration=4s", "--out", str(out), "--quiet"]
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:  # the first run done, the second under way
+            if (out / "maxq=100" / "rep1" / "raw").exists():
+                break
+            time.sleep(0.2)
+        else:
+            pytest.fail("the second run never started")
+        time.sleep(1.5)
+        proc.send_signal(signal.SIGINT)
+        stdout, stderr = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 130, stderr
+    assert "--resume" in stderr
+    sweep = json.loads((out / "sweep.json").read_text())
+    assert [r["status"] for p in sweep["points"] for r in p["runs"]] == ["complete", "incomplete"]
+    kept = (out / "maxq=20" / "rep1" / "summary.json").stat().st_mtime_ns
+
+    result = bloatlab("run", "--preset", "cs244", "--sweep", "maxq=20,100", "--set", "duration=4s",
+                      "--out", str(out), "--quiet", "--resume")
+    assert result.returncode == 0, result.stderr
+    assert "1 of 2 runs already complete, 1 to run" in result.stdout
+    assert "[2/2] maxq=100 rep 1" in result.stdout and "[1/2]" not in result.stdout
+    assert (out / "maxq=20" / "rep1" / "summary.json").stat().st_mtime_ns == kept
+    sweep = json.loads((out / "sweep.json").read_text())
+    assert sweep["status"] == "complete"
+    assert json.loads((out / "maxq=100" / "rep1" / "run.json").read_text())["complete"]
+
+
+def test_resume_refuses_another_sweep(tmp_path):
+    out = tmp_path / "s"
+    out.mkdir()
+    (out / "sweep.json").write_text(json.dumps({"format": "bloatlab-sweep/1", "kind": "experiment", "name": "cs244",
+                                                "source": "preset cs244", "axes": [{"name": "maxq", "values": [20]}],
+                                                "repeat": 1, "fixed": {}, "points": []}))
+    result = bloatlab("run", "--preset", "cs244", "--sweep", "maxq=20,100", "--out", str(out), "--resume")
+    assert result.returncode == 2
+    assert result.stderr.count("\n") == 1 and "holds another sweep (axes was" in result.stderr

@@ -1,0 +1,93 @@
+"""report.html of a synthetic run and sweep (tests/conftest.py): self-contained, escaped, with the
+tables and figures it promises. tests/integration/test_report.py opens it in a real browser."""
+
+import base64
+import html
+import re
+
+import pytest
+
+from bloatlab import cli
+from bloatlab.errors import BloatlabError
+from bloatlab.report import write_report
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+def images(page):
+    return re.findall(r'<img src="data:image/png;base64,([A-Za-z0-9+/=]+)"', page)
+
+
+def assert_self_contained(page):
+    assert "<script" not in page.lower()
+    assert not re.search(r'(src|href)="(?!data:)', page), "an external resource"
+    assert "http://" not in page and "https://" not in page
+    for data in images(page):
+        assert base64.b64decode(data)[:8] == PNG_MAGIC
+
+
+def test_a_sweep_report_holds_what_ran_the_tables_and_every_figure(make_sweep, hostile):
+    out = make_sweep(failed=("maxq=100/rep2",))
+    path = write_report(out)
+    assert path == out / "report.html"
+    page = path.read_text()
+    assert_self_contained(page)
+    assert page.count("<img ") == len(images(page)) == 11
+    assert page.count("<figcaption>") == 11
+    for heading in ("What was run", "Machine", "Topology", "Results per configuration", "Runs", "Figures"):
+        assert f"<h2>{heading}</h2>" in page
+    assert html.escape(hostile) in page and hostile not in page
+    assert "bloatlab run --preset cs244 --sweep maxq=20,100 --repeat 2" in page  # the command
+    assert "6.1.0-test" in page and "<th>iperf3</th><td>3.12</td>" in page
+    assert "10 Mbit/s" in page and "droptail 20 packets" in page
+    # The headline table: one row per point, n, mean ± sd (no sd with one run).
+    row = re.search(r"<tr><td>maxq=20</td><td>20</td><td class=\"num\">2</td>(.*?)</tr>", page)
+    assert row and row[1].count(" ± ") >= 5
+    row = re.search(r"<tr><td>maxq=100</td><td>100</td><td class=\"num\">1</td>(.*?)</tr>", page)
+    assert row and " ± " not in row[1]
+    # The failed run, with its (escaped) reason.
+    assert "<td>maxq=100/rep2</td><td>failed</td><td>iperf3 failed: &lt;boom&gt;</td>" in page
+
+
+def test_a_nic_sweep_report_shows_its_own_metrics(make_sweep):
+    page = write_report(make_sweep(axes=(("txqueuelen", (1, 1000, 100000)),), kind="nic")).read_text()
+    assert_self_contained(page)
+    for heading in ("TCP receiver (Mbit/s)", "UDP receiver (Mbit/s)", "ping min (ms)", "ping avg (ms)",
+                    "ping max (ms)", "ping mdev (ms)"):
+        assert f"<th>{heading}</th>" in page
+    assert "<h2>Topology</h2>" not in page
+    assert "Not drawn: compare-cwnd" in page
+    assert len(images(page)) == 5
+
+
+def test_a_run_report(make_run, hostile):
+    run = make_run()
+    page = write_report(run).read_text()
+    assert_self_contained(page)
+    assert len(images(page)) == 5
+    assert "<td>bulk goodput</td>" in page and "web fetch mean ± sd" in page
+    assert "<td>maxq</td><td>100</td>" in page and html.escape(hostile) in page and hostile not in page
+
+
+def test_a_nic_run_report_has_its_numbers_and_only_the_figures_it_has_data_for(make_run):
+    page = write_report(make_run(kind="nic")).read_text()
+    assert_self_contained(page)
+    assert "<td>tcp.receiver_mbps</td>" in page and "<td>ping.avg_ms</td>" in page
+    assert len(images(page)) == 2  # rtt and throughput
+    assert "Not drawn: cwnd (no series/cwnd.csv), queue (no series/queue.csv), fetch (no series/fetch.csv)" in page
+
+
+def test_neither_a_run_nor_a_sweep(tmp_path, capsys):
+    with pytest.raises(BloatlabError, match="neither a run directory") as error:
+        write_report(tmp_path)
+    assert error.value.field == "DIR"
+    assert cli.main(["report", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("bloatlab: error: DIR: ")
+
+
+def test_the_cli_writes_the_report_and_prints_its_path(make_sweep, capsys):
+    out = make_sweep()
+    assert cli.main(["report", str(out)]) == 0
+    assert capsys.readouterr().out == f"{out / 'report.html'}\n"
+    assert (out / "report.html").stat().st_size > 0

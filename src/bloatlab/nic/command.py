@@ -46,6 +46,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
             raise SpecError("give the iperf3 server to measure against, e.g. --server 192.0.2.7 "
                             "(run iperf3 -s or bloatlab nic serve there)", field="--server")
         plan = plan_from_args(args)
+    if args.resume and args.out is None:
+        raise SpecError("--resume needs --out DIR: the directory of the sweep to finish", field="--resume")
     _need_root("sweep")
     out = args.out or Path("results") / f"nic-{plan.iface.name}-{time.strftime('%Y%m%d-%H%M%S')}"
 
@@ -65,11 +67,25 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
-    print(runner.table(sweep))
-    print(f"\nresults: {outcome.out}/")
-    if getattr(outcome, "interrupted", False):
+    for warning in outcome.warnings:
+        print(f"warning: {warning}", file=sys.stderr)
+    print("\n" + runner.table(sweep))
+    print(f"\nresults: {out}/ ({outcome.done} of {outcome.runs} runs complete; each run as docs/nic.md tells)")
+    print("  aggregate.csv, aggregate.json   mean, sd, median, 95% CI per point (docs/sweeps.md)")
+    print("  series.csv.gz                   every series of every run, long format")
+    if any(p.parent.name == "plots" for p in outcome.files):
+        print(f"  plots/                          {', '.join(p.name for p in outcome.files if p.suffix == '.png')}")
+    if (out / "report.html").exists():
+        print("  report.html")
+    if outcome.interrupted:
+        print(f"bloatlab: sweep interrupted; finish it with the same command and --resume --out {out}",
+              file=sys.stderr)
         return 130
-    return 0 if outcome.complete else 1
+    if not outcome.complete:
+        print(f"bloatlab: {outcome.runs - outcome.done} run(s) incomplete; --resume --out {out} runs them again",
+              file=sys.stderr)
+        return 1
+    return 0
 
 
 def cmd_restore(args: argparse.Namespace) -> int:

@@ -8,7 +8,6 @@ series/ (throughput.csv, ping.csv).
 
 from __future__ import annotations
 
-import itertools
 import json
 import shutil
 import statistics
@@ -29,27 +28,7 @@ from .knobs import Iface
 from .measure import GRACE_S, Target, ping_outcome, preflight, run_iperf3, start_ping, stop, tcp_summary, throughput_rows, \
     udp_summary
 from .plan import NicPlan
-
-try:  # the sweep engine (bloatlab.sweep); without it, a plain loop over the points
-    from .. import sweep as engine
-except ImportError:  # pragma: no cover - until the engine is merged
-    engine = None
-
-
-@dataclass
-class RunResult:
-    """What run_one hands the engine (bloatlab.sweep.RunResult has the same fields)."""
-
-    complete: bool
-    summary: dict[str, Any]
-    reason: str | None = None
-    warnings: list[str] = field(default_factory=list)
-
-
-def _result(complete: bool, summary: dict[str, Any], reason: str | None, warnings: list[str]) -> Any:
-    cls = getattr(engine, "RunResult", RunResult) if engine else RunResult
-    return cls(complete=complete, summary=summary, reason=reason, warnings=warnings)
-
+from ..sweep import Axis, RunResult, SweepOutcome, run_sweep
 
 def _now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
@@ -66,6 +45,7 @@ class NicSweep:
         self.target = Target(plan.server, plan.port, plan.iface.netns)
         self.journal: journals.Journal | None = None
         self.restored: list[str] = []  # what the restore changed back
+        self.said: set[str] = set()  # notes already shown
         self.driver: str | None = None
         self.tools: dict[str, str | None] = {}
         self.summaries: dict[str, list[dict[str, Any]]] = {}  # per point label, complete runs
@@ -147,7 +127,7 @@ class NicSweep:
         return applied, notes
 
     def run_one(self, values: dict[str, Any], rep: int, run_dir: Path,
-                tick: Callable[[float], None] | None = None) -> Any:
+                tick: Callable[[float], None] | None = None) -> RunResult:
         """One run into run_dir: set the knobs, measure, write the files. tick(seconds into the
         run) feeds the engine's progress bar. On Ctrl-C: the interface is restored, then the
         KeyboardInterrupt goes on."""
@@ -187,7 +167,10 @@ class NicSweep:
         run.write_json("run.json", doc)
         if complete:
             self.summaries.setdefault(label(values), []).append(summary)
-        return _result(complete, summary, reason, notes + warnings)
+        # Every run.json has its notes; the terminal hears each one once.
+        fresh = [n for n in notes if n not in self.said]
+        self.said.update(fresh)
+        return RunResult(complete, summary, reason, fresh + warnings)
 
     def _measure(self, run: RunDir, doc: dict[str, Any], tick: Callable[[float], None] | None = None
                  ) -> tuple[dict[str, Any], str | None, list[str]]:
@@ -301,23 +284,21 @@ def headline(summary: dict[str, Any]) -> str:
 
 
 def run(plan: NicPlan, out: Path, *, resume: bool = False, progress: bool = True, svg: bool = False,
-        on_started: Callable[[], None] | None = None) -> tuple[Any, NicSweep]:
-    """Check, journal, sweep, restore. The restore runs whatever ends the sweep (an error,
-    Ctrl-C, SIGTERM as the CLI maps it); only SIGKILL leaves it to `bloatlab nic restore`."""
+        on_started: Callable[[], None] | None = None) -> tuple[SweepOutcome, NicSweep]:
+    """Check, journal, sweep (bloatlab.sweep), restore. The restore runs whatever ends the sweep
+    (an error, Ctrl-C, SIGTERM as the CLI maps it); only SIGKILL leaves it to `bloatlab nic
+    restore`."""
     sweep = NicSweep(plan)
     original = sweep.check()
     sweep.start(original)
     if on_started:
         on_started()
     try:
-        if engine is not None:
-            outcome = engine.run_sweep(
-                out, kind="nic", name=f"nic-{plan.iface.name}", source=plan.source,
-                axes=[engine.Axis(name, values) for name, values in plan.axes], repeat=plan.repeat,
-                fixed=plan.fixed(), run_one=sweep.run_one, estimate_s=plan.run_s * _count_runs(plan),
-                headline=headline, resume=resume, progress=progress, svg=svg)
-        else:
-            outcome = _plain_loop(plan, out, sweep)
+        outcome = run_sweep(
+            out, kind="nic", name=f"nic-{plan.iface.name}", source=plan.source,
+            axes=[Axis(name, values) for name, values in plan.axes], repeat=plan.repeat, fixed=plan.fixed(),
+            run_one=sweep.run_one, estimate_s=plan.run_s, headline=headline, resume=resume, progress=progress,
+            svg=svg, command=["bloatlab", *sys.argv[1:]])
     finally:
         try:
             changed = sweep.restore()
@@ -326,41 +307,24 @@ def run(plan: NicPlan, out: Path, *, resume: bool = False, progress: bool = True
         else:
             print(f"restored {plan.iface}: " + ("; ".join(changed) if changed else "nothing had changed"),
                   file=sys.stderr)
+    _figures_and_report(out, svg, outcome)
     return outcome, sweep
 
 
-def _count_runs(plan: NicPlan) -> int:
-    n = plan.repeat
-    for _, values in plan.axes:
-        n *= len(values)
-    return n
+def _figures_and_report(out: Path, svg: bool, outcome: SweepOutcome) -> None:
+    """The sweep's comparison figures and report.html, unless the engine has drawn them."""
+    from ..report import write_report
+    from ..sweep_plots import plot_sweep
 
-
-@dataclass
-class PlainOutcome:
-    complete: bool
-    interrupted: bool
-    out: Path
-    runs: list[tuple[str, int, Any]]
-
-
-def _plain_loop(plan: NicPlan, out: Path, sweep: NicSweep) -> PlainOutcome:
-    """Until bloatlab.sweep is merged: each point, each repetition, in OUT/LABEL/repK."""
-    names = [name for name, _ in plan.axes]
-    points = [dict(zip(names, combo)) for combo in itertools.product(*(v for _, v in plan.axes))]
-    total, done = len(points) * plan.repeat, 0
-    runs = []
-    for values in points:
-        for rep in range(1, plan.repeat + 1):
-            done += 1
-            print(f"run {done} of {total}: {label(values)} rep{rep}", file=sys.stderr, flush=True)
-            result = sweep.run_one(values, rep, out / label(values) / f"rep{rep}")
-            for warning in result.warnings:
-                print(f"  note: {warning}", file=sys.stderr)
-            status = headline(result.summary) if result.complete else f"incomplete: {result.reason}"
-            print(f"  {status}", file=sys.stderr, flush=True)
-            runs.append((label(values), rep, result))
-    return PlainOutcome(all(r.complete for _, _, r in runs), False, out, runs)
+    try:
+        if not any((out / "plots").glob("compare-*.png")):
+            drawn = plot_sweep(out, svg=svg)
+            outcome.files += drawn.files
+            outcome.warnings += drawn.warnings
+        if not (out / "report.html").exists():
+            outcome.files.append(write_report(out))
+    except BloatlabError as e:  # the runs and the aggregate are written; say what is missing
+        outcome.warnings.append(f"no figures or report: {e}")
 
 
 # The table ------------------------------------------------------------------------------------

@@ -127,8 +127,12 @@ def test_sweep_of_three_txqueuelens_and_two_offload_settings_is_complete_and_res
     assert offloaded["offloads_active"]["generic-segmentation-offload"] == "on"
     plain = json.loads((out / labels[3] / "rep1" / "run.json").read_text())["settings_applied"]
     assert plain["offloads_active"]["generic-segmentation-offload"] == "off"
-    if (out / "sweep.json").exists():  # written by bloatlab.sweep, once merged
-        assert json.loads((out / "sweep.json").read_text())["status"] == "complete"
+    sweep = json.loads((out / "sweep.json").read_text())
+    assert (sweep["kind"], sweep["status"], sweep["fixed"]["iface"]) == ("nic", "complete", IFACE)
+    assert sweep["axes"] == [{"name": "offloads", "values": ["on", "off"]},
+                             {"name": "txqueuelen", "values": [10, 100, 1000]}]
+    aggregate = json.loads((out / "aggregate.json").read_text())
+    assert "tcp.receiver_mbps" in aggregate["points"][0]["metrics"] and (out / "report.html").exists()
 
 
 def test_after_kill_9_nic_restore_brings_back_every_original_setting(lab, tmp_path):

@@ -61,4 +61,5 @@ def test_headline_says_a_run_in_one_line_and_survives_nulls():
     line = headline({"tcp": {"receiver_mbps": 47.1, "retransmits": 3, "cwnd_kb_mean": 200.4},
                      "udp": {"receiver_mbps": None, "sender_mbps": 100.0, "lost_percent": None},
                      "ping": {"min_ms": 10.0, "avg_ms": 20.0, "max_ms": 30.0, "mdev_ms": 5.0}})
-    assert line == "TCP 47.1 Mbit/s, 3 retr, cwnd 200 KB; UDP - of 100.0 Mbit/s, -% lost; ping 10.00/20.00/30.00/5.00 ms"
+    assert line == ("TCP 47.1 Mbit/s, 3 retr, cwnd 200 KB; UDP - of 100.0 Mbit/s, -% lost; "
+                    "ping 10.00/20.00/30.00/5.00 ms")

@@ -62,14 +62,14 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     # background jobs with it ignored).
     previous = {sig: signal.signal(sig, _interrupt) for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
     try:
-        outcome, sweep = runner.run(plan, out, resume=args.resume, progress=not args.quiet, svg=args.svg,
+        outcome, _ = runner.run(plan, out, resume=args.resume, progress=not args.quiet, svg=args.svg,
                                     on_started=started)
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
     for warning in outcome.warnings:
         print(f"warning: {warning}", file=sys.stderr)
-    print("\n" + runner.table(sweep))
+    print("\n" + runner.table(out))
     print(f"\nresults: {out}/ ({outcome.done} of {outcome.runs} runs complete; each run as docs/nic.md tells)")
     print("  aggregate.csv, aggregate.json   mean, sd, median, 95% CI per point (docs/sweeps.md)")
     print("  series.csv.gz                   every series of every run, long format")
@@ -180,7 +180,7 @@ def add_parser(commands: argparse._SubParsersAction, formatter_class) -> argpars
         description="Real interfaces: change a knob, measure TCP, UDP and delay against an iperf3 server, "
                     "put the\ninterface back. docs/nic.md tells the result files.",
         epilog="examples:\n"
-               "  sudo bloatlab nic sweep --iface eth0 --server 192.0.2.7 --txqueuelen 1,10,100,1000 --offloads on,off\n"
+               "  sudo bloatlab nic sweep --iface eth0 --server 192.0.2.7 --txqueuelen 1,10,100 --offloads on,off\n"
                "  sudo bloatlab nic restore\n"
                "  bloatlab nic serve")
     sub = nic.add_subparsers(dest="nic_command", metavar="COMMAND", required=True)

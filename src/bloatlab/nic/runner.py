@@ -14,7 +14,6 @@ import statistics
 import subprocess
 import sys
 import time
-from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable
@@ -22,20 +21,16 @@ from typing import Any, Callable
 from .. import __version__
 from ..errors import BloatlabError, MachineError
 from ..results import RunDir, machine, tool_versions
+from ..sweep import Axis, RunResult, SweepOutcome, run_sweep
 from . import journal as journals
 from . import knobs
 from .knobs import Iface
-from .measure import GRACE_S, Target, ping_outcome, preflight, run_iperf3, start_ping, stop, tcp_summary, throughput_rows, \
-    udp_summary
+from .measure import (GRACE_S, Target, ping_outcome, preflight, run_iperf3, start_ping, stop, tcp_summary,
+                      throughput_rows, udp_summary)
 from .plan import NicPlan
-from ..sweep import Axis, RunResult, SweepOutcome, run_sweep
 
 def _now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
-
-
-def label(values: dict[str, Any]) -> str:
-    return ",".join(f"{k}={v}" for k, v in values.items()) or "all"
 
 
 class NicSweep:
@@ -48,7 +43,6 @@ class NicSweep:
         self.said: set[str] = set()  # notes already shown
         self.driver: str | None = None
         self.tools: dict[str, str | None] = {}
-        self.summaries: dict[str, list[dict[str, Any]]] = {}  # per point label, complete runs
 
     # Before anything changes ----------------------------------------------------------------
 
@@ -165,8 +159,6 @@ class NicSweep:
         doc.update(complete=complete, incomplete_reason=reason, ended_at=_now())
         run.write_json("summary.json", summary)
         run.write_json("run.json", doc)
-        if complete:
-            self.summaries.setdefault(label(values), []).append(summary)
         # Every run.json has its notes; the terminal hears each one once.
         fresh = [n for n in notes if n not in self.said]
         self.said.update(fresh)
@@ -312,17 +304,16 @@ def run(plan: NicPlan, out: Path, *, resume: bool = False, progress: bool = True
 
 
 def _figures_and_report(out: Path, svg: bool, outcome: SweepOutcome) -> None:
-    """The sweep's comparison figures and report.html, unless the engine has drawn them."""
+    """The sweep's comparison figures and report.html, over every complete run (a resumed
+    sweep's too), drawn afresh each time."""
     from ..report import write_report
     from ..sweep_plots import plot_sweep
 
     try:
-        if not any((out / "plots").glob("compare-*.png")):
-            drawn = plot_sweep(out, svg=svg)
-            outcome.files += drawn.files
-            outcome.warnings += drawn.warnings
-        if not (out / "report.html").exists():
-            outcome.files.append(write_report(out))
+        drawn = plot_sweep(out, svg=svg)
+        outcome.files += drawn.files
+        outcome.warnings += drawn.warnings
+        outcome.files.append(write_report(out))
     except BloatlabError as e:  # the runs and the aggregate are written; say what is missing
         outcome.warnings.append(f"no figures or report: {e}")
 
@@ -338,9 +329,13 @@ ROWS = (("TCP sender Mbit/s", "tcp", "sender_mbps", ".1f"), ("TCP receiver Mbit/
         ("ping max ms", "ping", "max_ms", ".3f"), ("ping mdev ms", "ping", "mdev_ms", ".3f"))
 
 
-def table(sweep: NicSweep) -> str:
-    """The seeds' table: one column per point, each cell the mean over its complete runs."""
-    points = list(sweep.summaries.items())
+def table(out: Path) -> str:
+    """The seeds' table: one column per point, each cell the mean over its complete runs (read
+    from the sweep directory, so runs of an earlier, resumed invocation count)."""
+    doc = json.loads((out / "sweep.json").read_text())
+    points = [(p["label"], [json.loads((out / r["dir"] / "summary.json").read_text())
+                            for r in p["runs"] if r["status"] == "complete"]) for p in doc["points"]]
+    points = [(lab, runs) for lab, runs in points if runs]
     if not points:
         return "no complete runs"
     heads = [f"{lab} (n={len(runs)})" for lab, runs in points]

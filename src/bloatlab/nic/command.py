@@ -128,7 +128,7 @@ def cmd_restore(args: argparse.Namespace) -> int:
             failed.append(str(e))
             continue
         journals.remove(journal)
-        print(f"restored {iface}: " + ("; ".join(changed) if changed else "nothing had changed"))
+        print(f"restored {iface}: " + ("; ".join(changed) if changed else "every setting was as it had been"))
     if failed:
         raise MachineError("; ".join(failed))
     return 0

@@ -297,7 +297,7 @@ def run(plan: NicPlan, out: Path, *, resume: bool = False, progress: bool = True
         except BloatlabError as e:
             print(f"bloatlab: {e}; the journal is kept: fix it, then run bloatlab nic restore", file=sys.stderr)
         else:
-            print(f"restored {plan.iface}: " + ("; ".join(changed) if changed else "nothing had changed"),
+            print(f"restored {plan.iface}: " + ("; ".join(changed) if changed else "every setting was as it had been"),
                   file=sys.stderr)
     _figures_and_report(out, svg, outcome)
     return outcome, sweep

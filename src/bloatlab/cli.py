@@ -467,6 +467,8 @@ def build_parser() -> argparse.ArgumentParser:
     from . import replay, report
     replay.add_parser(commands, _formatter)
     report.add_parser(commands, _formatter)
+    from . import nic
+    nic.add_parser(commands, _formatter)
 
     bench = commands.add_parser("bench", help="benchmarks of bloatlab itself", formatter_class=_formatter,
                                 description="Benchmarks of bloatlab itself.")

@@ -408,6 +408,8 @@ def clean() -> list[str]:
         removed.append(str(etc))
     if state.RUN_DIR.exists():
         for entry in sorted(state.RUN_DIR.iterdir()):
+            if entry.name == "nic" and any(entry.glob("*.json")):
+                continue  # nic journals: the original settings of a real interface (bloatlab nic restore)
             if entry.is_dir():
                 shutil.rmtree(entry, ignore_errors=True)
             else:

@@ -282,3 +282,14 @@ def parse_iperf3_intervals(lines: list[str]) -> list[tuple[float, float]]:
             continue
         rows.append((t, float(m["rate"]) * _BIT_UNITS[m["unit"]] / 1e6))
     return rows
+
+
+def parse_iperf3_text_report(text: str) -> list[tuple[float, float, float]]:
+    """The interval lines of an iperf3 text report (a server's, as a client's
+    --get-server-output brings it): (start s, end s, Mbit/s) each, summary lines left out."""
+    rows = []
+    for line in text.splitlines():
+        m = _IPERF_INTERVAL.match(line.strip())
+        if m and not m["rest"].strip().endswith(("sender", "receiver")):
+            rows.append((float(m["start"]), float(m["end"]), float(m["rate"]) * _BIT_UNITS[m["unit"]] / 1e6))
+    return rows

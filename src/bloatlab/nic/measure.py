@@ -1,0 +1,194 @@
+"""What a nic run measures, against an iperf3 server on the far host: iperf3 TCP, then iperf3
+UDP at a target rate, each for the run's duration, with ping running through both.
+
+Raw outputs go to RUN/raw/ (tcp.json, udp.json: the client's `iperf3 --json
+--get-server-output`; ping.txt: `ping -D`); parsing is parsers.py's.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import signal
+import statistics
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from .. import netns
+from ..errors import BloatlabError
+from ..parsers import IperfResult, parse_iperf3, parse_iperf3_text_report, parse_ping_replies, parse_ping_summary
+
+CLIENT_INTERVAL_S = 0.1  # iperf3's reporting interval on our side: cwnd and RTT samples
+CONNECT_TIMEOUT_MS = 3000
+BUSY_RETRY_S = 10.0  # a server ends an aborted test on its own within a few seconds
+GRACE_S = 15.0  # iperf3 may run this long past -t (connection setup, the final exchange)
+
+
+def _argv(ns: str | None, argv: list[str]) -> list[str]:
+    return netns.exec_argv(ns, argv) if ns else argv
+
+
+_libc = ctypes.CDLL(None, use_errno=True)
+PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent() -> None:
+    """In the child before exec: a sweep killed with SIGKILL takes its iperf3 and ping along
+    (`ip netns exec` execs the tool itself, so the setting reaches it)."""
+    _libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+@dataclass
+class Target:
+    server: str
+    port: int
+    netns: str | None  # where the client side runs
+
+
+def preflight(target: Target, ping: bool) -> None:
+    """A one-line error unless the server answers iperf3 (and ping, if it will be measured)."""
+    argv = _argv(target.netns, ["iperf3", "-c", target.server, "-p", str(target.port), "-n", "1K", "--json",
+                                "--connect-timeout", str(CONNECT_TIMEOUT_MS)])
+    deadline = time.monotonic() + BUSY_RETRY_S
+    while True:
+        try:
+            proc = subprocess.run(argv, capture_output=True, text=True, timeout=30)
+        except subprocess.TimeoutExpired:
+            raise BloatlabError(f"iperf3 got no answer from {target.server} port {target.port} in 30 s; start "
+                                "`iperf3 -s` (or bloatlab nic serve) there", field="--server") from None
+        try:
+            # iperf3 3.12 exits 0 after a failed --json test: the "error" key is what tells.
+            reason = json.loads(proc.stdout).get("error")
+        except json.JSONDecodeError:
+            reason = ((proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["no output"])[0]
+        if proc.returncode == 0 and not reason:
+            break
+        if "busy" in reason and time.monotonic() < deadline:
+            time.sleep(1)
+            continue
+        raise BloatlabError(f"no iperf3 server answers at {target.server} port {target.port} ({reason}); "
+                            "start `iperf3 -s` (or bloatlab nic serve) there, or fix --server/--port",
+                            field="--server")
+    if ping:
+        proc = subprocess.run(_argv(target.netns, ["ping", "-n", "-c", "2", "-i", "0.2", "-W", "2", target.server]),
+                              capture_output=True, text=True, timeout=30)
+        if proc.returncode != 0:
+            raise BloatlabError(f"{target.server} does not answer ping; allow ICMP echo there, or leave delay out "
+                                "with --ping-interval 0", field="--server")
+
+
+def run_iperf3(target: Target, duration_s: int, out: Path, udp_rate_bps: int | None = None,
+               tick: Callable[[float], None] | None = None) -> IperfResult:
+    """One iperf3 client test, its JSON kept in `out`; retried while the server is busy.
+    tick(seconds since it started) is called every half second, for a progress bar."""
+    argv = ["iperf3", "-c", target.server, "-p", str(target.port), "--json", "--get-server-output",
+            "-t", str(duration_s), "-i", str(CLIENT_INTERVAL_S), "--connect-timeout", str(CONNECT_TIMEOUT_MS)]
+    if udp_rate_bps is not None:
+        argv += ["-u", "-b", str(udp_rate_bps)]
+    deadline = time.monotonic() + BUSY_RETRY_S
+    while True:
+        with open(out, "w") as f:
+            proc = subprocess.Popen(_argv(target.netns, argv), stdout=f, stderr=subprocess.STDOUT,
+                                    stdin=subprocess.DEVNULL, preexec_fn=_die_with_parent)
+        started = time.monotonic()
+        try:
+            while proc.poll() is None:
+                if time.monotonic() - started > duration_s + GRACE_S:
+                    stop(proc)
+                    raise BloatlabError(f"iperf3 did not end within {GRACE_S:g} s of its {duration_s} s test",
+                                        field="iperf3")
+                if tick is not None:
+                    tick(time.monotonic() - started)
+                try:
+                    proc.wait(timeout=0.5)
+                except subprocess.TimeoutExpired:
+                    pass
+        except BaseException:  # Ctrl-C: end it, keep what it printed
+            stop(proc)
+            raise
+        text = out.read_text(errors="replace")
+        try:
+            return parse_iperf3(text)
+        except BloatlabError as e:
+            if "busy" in str(e) and time.monotonic() < deadline:
+                time.sleep(1)
+                continue
+            raise
+
+
+def stop(proc: subprocess.Popen) -> None:
+    """SIGINT (tools print their summaries), then SIGKILL."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(timeout=3)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def start_ping(target: Target, interval_s: float, out: Path, deadline_s: float) -> subprocess.Popen:
+    """ping -D until stop(); -w bounds it should nobody stop it."""
+    argv = ["ping", "-D", "-n", "-i", f"{interval_s:g}", "-w", str(int(deadline_s) + 1), target.server]
+    with open(out, "w") as f:
+        return subprocess.Popen(_argv(target.netns, argv), stdout=f, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL, preexec_fn=_die_with_parent)
+
+
+# Summaries and series -----------------------------------------------------------------------
+
+def _mean(values: list[float]) -> float | None:
+    return statistics.fmean(values) if values else None
+
+
+def tcp_summary(result: IperfResult, doc: dict[str, Any]) -> dict[str, Any]:
+    """Sender and receiver throughput, retransmits, and the sender's cwnd and RTT averaged over
+    iperf3's intervals (one sample each, from TCP_INFO)."""
+    streams = [s for i in doc.get("intervals", []) for s in i.get("streams", [])[:1] if not s.get("omitted")]
+    cwnd = [s["snd_cwnd"] / 1000 for s in streams if s.get("snd_cwnd") is not None]
+    rtt = [s["rtt"] / 1000 for s in streams if s.get("rtt")]
+    return {"sender_mbps": result.sender_bps / 1e6, "receiver_mbps": result.receiver_bps / 1e6,
+            "retransmits": result.retransmits, "cwnd_kb_mean": _mean(cwnd), "cwnd_kb_max": max(cwnd, default=None),
+            "rtt_ms_mean": _mean(rtt), "rtt_ms_max": max(rtt, default=None)}
+
+
+def udp_summary(result: IperfResult) -> dict[str, Any]:
+    return {"sender_mbps": result.sender_bps / 1e6, "receiver_mbps": result.receiver_bps / 1e6,
+            "jitter_ms": result.jitter_ms, "lost_percent": result.lost_percent}
+
+
+def throughput_rows(doc: dict[str, Any], flow: str, offset_s: float) -> tuple[list[tuple[float, str, float]], str]:
+    """(t_s, flow, mbps) per interval, the receiver's where the server sent its report, else the
+    sender's; t_s is the interval's end, `offset_s` after the run's t0. Returns the side used."""
+    server = doc.get("server_output_json")
+    if server:
+        rows = [(i["sum"]["end"], i["sum"]["bits_per_second"] / 1e6) for i in server.get("intervals", [])
+                if "sum" in i]
+    else:
+        rows = [(end, mbps) for _, end, mbps in parse_iperf3_text_report(doc.get("server_output_text", ""))]
+    side = "receiver"
+    if not rows:
+        rows = [(i["sum"]["end"], i["sum"]["bits_per_second"] / 1e6) for i in doc.get("intervals", []) if "sum" in i]
+        side = "sender"
+    return [(offset_s + end, flow, round(mbps, 6)) for end, mbps in rows], side
+
+
+@dataclass
+class PingOutcome:
+    summary: dict[str, Any]
+    rows: list[tuple[float, float]] = field(default_factory=list)  # t_s, rtt_ms
+
+
+def ping_outcome(text: str, t0_real: float) -> PingOutcome:
+    replies = parse_ping_replies(text)
+    summary = parse_ping_summary(text)
+    rtts = [r.rtt_ms for r in replies]
+    # The request sent just before SIGINT may still be on its way: not lost.
+    lost = max(0, summary.transmitted - summary.received - 1)
+    return PingOutcome(
+        {"min_ms": summary.min_ms, "avg_ms": summary.avg_ms, "max_ms": summary.max_ms, "mdev_ms": summary.mdev_ms,
+         "median_ms": statistics.median(rtts) if rtts else None, "count": len(rtts), "lost": lost},
+        [(r.t_s - t0_real, r.rtt_ms) for r in replies if r.t_s is not None])

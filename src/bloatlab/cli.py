@@ -405,7 +405,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     command("clean", cmd_clean, "remove everything bloatlab left on this machine",
             "Removes every namespace named bloatlab.* or bloatlab-* with the processes in it, every "
-            "datapath\nprocess, /etc/netns/bloatlab.* and /run/bloatlab, also what a killed run left. "
+            "datapath\nprocess, /etc/netns/bloatlab.* and /run/bloatlab, also what a killed run left; it "
+            "keeps\nthe journals of `bloatlab nic` (/run/bloatlab/nic), which `bloatlab nic restore` needs. "
             "Needs root.", ["sudo bloatlab clean"])
 
     doc = command("doctor", cmd_doctor, "check what this machine can do",

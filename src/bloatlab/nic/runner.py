@@ -299,23 +299,7 @@ def run(plan: NicPlan, out: Path, *, resume: bool = False, progress: bool = True
         else:
             print(f"restored {plan.iface}: " + ("; ".join(changed) if changed else "every setting was as it had been"),
                   file=sys.stderr)
-    _figures_and_report(out, svg, outcome)
     return outcome, sweep
-
-
-def _figures_and_report(out: Path, svg: bool, outcome: SweepOutcome) -> None:
-    """The sweep's comparison figures and report.html, over every complete run (a resumed
-    sweep's too), drawn afresh each time."""
-    from ..report import write_report
-    from ..sweep_plots import plot_sweep
-
-    try:
-        drawn = plot_sweep(out, svg=svg)
-        outcome.files += drawn.files
-        outcome.warnings += drawn.warnings
-        outcome.files.append(write_report(out))
-    except BloatlabError as e:  # the runs and the aggregate are written; say what is missing
-        outcome.warnings.append(f"no figures or report: {e}")
 
 
 # The table ------------------------------------------------------------------------------------

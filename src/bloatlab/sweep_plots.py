@@ -263,8 +263,9 @@ def _overlay_figure(sweep: Sweep, result: SweepFigures, name: str, file: str, ke
             continue
         groups, reason = _read_series(run, file, key, ("t_s", column), lambda m, p=point.label: warn(f"{p}: {m}"))
         groups = {k: s for k, s in groups.items() if keep(k)}
-        if reason or not groups:
-            lacking.append(f"{point.label} ({reason or f'no rows to draw in series/{file}'})")
+        if reason and "no rows" not in reason:
+            lacking.append(f"{point.label} ({reason})")
+        if reason or not groups:  # no rows: this point's runs have no such flow (load = off)
             continue
         drawn.append((i, point, complete[0], groups))
     if not drawn:

@@ -110,9 +110,9 @@ def _version(argv: list[str], pattern: str) -> str | None:
 def tool_versions() -> dict[str, str | None]:
     return {
         "iperf3": _version(["iperf3", "--version"], r"iperf (\S+)"),
-        "ping": _version(["ping", "-V"], r"(\S*\d\S*)\s*$"),
+        "ping": _version(["ping", "-V"], r"iputils[- ](s?\d[\w.]*)"),
         "curl": _version(["curl", "--version"], r"curl (\S+)"),
-        "tc": _version(["tc", "-V"], r"iproute2-(\S+)"),
+        "tc": _version(["tc", "-V"], r"iproute2-([\w.]+)"),
     }
 
 

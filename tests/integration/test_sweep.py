@@ -19,7 +19,8 @@ def bloatlab(*argv, timeout=600):
 @pytest.fixture(scope="module")
 def two_by_two(tmp_path_factory):
     out = tmp_path_factory.mktemp("sweep") / "s"
-    result = bloatlab("run", "--preset", "cs244", "--sweep", "maxq=20,100", "--sweep", "cc=reno,cubic",
+    # cc=bbr: the cs244 preset's BBR variant.
+    result = bloatlab("run", "--preset", "cs244", "--sweep", "maxq=20,100", "--sweep", "cc=reno,bbr",
                       "--repeat", "2", "--set", "duration=3s", "--out", str(out), "--quiet")
     return out, result
 
@@ -39,14 +40,14 @@ def test_a_two_by_two_sweep_with_two_repetitions_is_complete(two_by_two):
     seeds = {json.loads((out / "maxq=20,cc=reno" / f"rep{k}" / "run.json").read_text())["spec"]["seed"] for k in (1, 2)}
     assert seeds == {1, 2}
     # One summary line per finished run.
-    assert result.stdout.count(" rep ") >= 8 and "[8/8] maxq=100,cc=cubic rep 2" in result.stdout
+    assert result.stdout.count(" rep ") >= 8 and "[8/8] maxq=100,cc=bbr rep 2" in result.stdout
 
 
 def test_the_aggregate_has_every_point_and_metric(two_by_two):
     pd = pytest.importorskip("pandas")
     out, _ = two_by_two
     table = pd.read_csv(out / "aggregate.csv")
-    assert table["label"].tolist() == ["maxq=20,cc=reno", "maxq=20,cc=cubic", "maxq=100,cc=reno", "maxq=100,cc=cubic"]
+    assert table["label"].tolist() == ["maxq=20,cc=reno", "maxq=20,cc=bbr", "maxq=100,cc=reno", "maxq=100,cc=bbr"]
     assert table["n"].tolist() == [2, 2, 2, 2]
     for metric in ("flows.bulk.goodput_mbps", "rtt_ms.median", "rtt_ms.p95", "queue.s0->h2.mean_pkts"):
         for stat in ("mean", "sd", "median", "ci95_low", "ci95_high"):
@@ -69,7 +70,7 @@ def test_the_sweep_writes_plots_and_report(two_by_two):
     page = (out / "report.html").read_text()
     assert "Sweep report: cs244" in page and "src=\"http" not in page
     assert page.count("data:image/png;base64,") == len(figures)
-    for label in ("maxq=20,cc=reno", "maxq=20,cc=cubic", "maxq=100,cc=reno", "maxq=100,cc=cubic"):
+    for label in ("maxq=20,cc=reno", "maxq=20,cc=bbr", "maxq=100,cc=reno", "maxq=100,cc=bbr"):
         assert label in page
     # Every run has its own report too.
     assert (out / "maxq=20,cc=reno" / "rep1" / "report.html").exists()

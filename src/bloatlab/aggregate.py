@@ -17,6 +17,7 @@ from typing import Any
 
 CONFIDENCE = 0.95
 STATS = ("mean", "sd", "median", "min", "max", "ci95_low", "ci95_high")
+CSV_STATS = ("n", *STATS)  # a metric's own n: runs where it was null do not count
 # Leaves that describe the run rather than measure it.
 NOT_METRICS = {"complete", "duration_s"}
 # The column that says which flow, link or workload a series row belongs to.
@@ -103,9 +104,10 @@ def aggregate(sweep: dict[str, Any], root: Path) -> dict[str, Any]:
         done = [r for r in point["runs"] if r["status"] == "complete"]
         flats = []
         for r in done:
-            summary_path = root / r["dir"] / "summary.json"
-            if summary_path.exists():
-                flats.append(flatten(json.loads(summary_path.read_text())))
+            try:
+                flats.append(flatten(json.loads((root / r["dir"] / "summary.json").read_text())))
+            except (OSError, ValueError):  # gone or damaged: the run does not count
+                continue
         names = sorted({name for flat in flats for name in flat})
         metrics = {name: describe_sample([f[name] for f in flats if name in f]) for name in names}
         points.append({"label": point["label"], "values": point["values"], "n": len(flats),
@@ -118,7 +120,7 @@ def write_aggregate(sweep: dict[str, Any], root: Path) -> dict[str, Any]:
     doc = aggregate(sweep, root)
     _atomic_text(root / "aggregate.json", json.dumps(doc, indent=2) + "\n")
     names = sorted({m for p in doc["points"] for m in p["metrics"]})
-    header = ["label", *doc["axes"], "n"] + [f"{m}.{s}" for m in names for s in STATS]
+    header = ["label", *doc["axes"], "n"] + [f"{m}.{s}" for m in names for s in CSV_STATS]
     tmp = root / "aggregate.csv.tmp"
     with open(tmp, "w", newline="") as f:
         out = csv.writer(f)
@@ -127,7 +129,7 @@ def write_aggregate(sweep: dict[str, Any], root: Path) -> dict[str, Any]:
             row: list[Any] = [p["label"], *(p["values"].get(a) for a in doc["axes"]), p["n"]]
             for m in names:
                 stats = p["metrics"].get(m, {})
-                row += [_cell(stats.get(s)) for s in STATS]
+                row += [_cell(stats.get(s)) for s in CSV_STATS]
             out.writerow(row)
     tmp.replace(root / "aggregate.csv")
     return doc

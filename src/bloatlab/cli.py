@@ -236,6 +236,7 @@ def _run_sweep(args: argparse.Namespace, sets: list[str], axes: list[tuple[str, 
 
     from .results import headline
     from .runner import run_experiment
+    from .errors import SpecError
     from .sweep import Axis, RunResult, run_sweep
 
     if args.resume and args.out is None:
@@ -244,10 +245,20 @@ def _run_sweep(args: argparse.Namespace, sets: list[str], axes: list[tuple[str, 
     experiments, typed = {}, {}
     for combo in itertools.product(*(values for _, values in axes)):
         point = dict(zip([name for name, _ in axes], combo))
-        experiment = load(sets + [f"{k}={v}" for k, v in point.items()])
+        try:
+            experiment = load(sets + [f"{k}={v}" for k, v in point.items()])
+        except SpecError as e:  # a swept value is reported under --sweep, where the user wrote it
+            if e.field and e.field.startswith("--set ") and e.field[6:] in point and e.field not in \
+                    {f"--set {item.partition('=')[0].strip()}" for item in sets}:
+                raise SpecError(e.message, field=f"--sweep {e.field[6:]}") from None
+            raise
         for name, text in point.items():
             typed[name, text] = experiment.params[name]
         experiments[tuple(experiment.params[name] for name, _ in axes)] = point
+    for name, values in axes:
+        if len({json.dumps(typed[name, v]) for v in values}) < len(values):
+            raise SpecError(f"{','.join(values)} names a value twice (as {name} reads them); give each once",
+                            field=f"--sweep {name}")
     need_root("run")
     first = load(sets)
     sweep_axes = [Axis(name, tuple(typed[name, v] for v in values)) for name, values in axes]
@@ -266,7 +277,8 @@ def _run_sweep(args: argparse.Namespace, sets: list[str], axes: list[tuple[str, 
     outcome = run_sweep(out, kind="experiment", name=first.name, source=first.source or first.name,
                         axes=sweep_axes, repeat=args.repeat, fixed=fixed, run_one=run_one,
                         estimate_s=first.duration_s + RUN_OVERHEAD_S, headline=headline, resume=args.resume,
-                        progress=not args.quiet, svg=args.svg, command=["bloatlab", *sys.argv[1:]])
+                        progress=not args.quiet, svg=args.svg, command=["bloatlab", *sys.argv[1:]],
+                        fingerprint=_fingerprint(args))
     for warning in outcome.warnings:
         print(f"warning: {warning}", file=sys.stderr)
     print(f"\nresults: {out}/ ({outcome.done} of {outcome.runs} runs complete)")
@@ -291,6 +303,16 @@ def _run_sweep(args: argparse.Namespace, sets: list[str], axes: list[tuple[str, 
 # Network build, teardown, iperf3's last report and writing results: added to a run's duration
 # for the first time-left estimate; the sweep learns the real figure as runs finish.
 RUN_OVERHEAD_S = 5.0
+
+
+def _fingerprint(args: argparse.Namespace) -> str:
+    """A hash of the spec's text: a resumed sweep must run the spec its first runs ran."""
+    import hashlib
+
+    from .spec import preset_path
+
+    path = preset_path(args.preset) if args.preset else Path(args.spec)
+    return hashlib.sha256(path.read_bytes()).hexdigest()[:16]
 
 
 def _stamp() -> str:

@@ -342,6 +342,3 @@ def _dig(value: Any, *keys: str) -> Any:
 
 def _show(value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(value)
-
-
-# Comparisons -------------------------------------------------------------------------------

@@ -22,6 +22,7 @@ from typing import Any
 from matplotlib.figure import Figure
 
 from . import plots, sweep_plots
+from .plots import _show
 from .aggregate import flatten
 from .errors import BloatlabError
 from .results import summary_lines
@@ -160,9 +161,6 @@ def _direction(d: Any) -> list[str]:
     extra = [f"{k}={_show(v)}" for k, v in q.items() if k not in ("discipline", "packets", "bytes") and v is not None]
     return [rate, delay, jitter, loss, " ".join([str(q.get("discipline", "-")), limit, *extra]).strip()]
 
-
-def _show(value: Any) -> str:
-    return value if isinstance(value, str) else json.dumps(value)
 
 
 def _links(meta: dict[str, Any]) -> _Html | None:

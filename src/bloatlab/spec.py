@@ -180,7 +180,7 @@ def list_presets() -> list[tuple[str, str]]:
     return found
 
 
-def _preset_path(name: str) -> Path:
+def preset_path(name: str) -> Path:
     path = presets_dir() / f"{name}.toml"
     if not re.fullmatch(r"[a-z0-9-]+", name) or not path.exists():
         names = [n for n, _ in list_presets()]
@@ -193,12 +193,12 @@ def _preset_path(name: str) -> Path:
 
 def preset_info(name: str) -> tuple[str, list[Param]]:
     """A preset's description and parameters."""
-    data = load_toml(_preset_path(name))
+    data = load_toml(preset_path(name))
     return data.get("description", "").strip(), list(_parse_params(data.get("params", {})).values())
 
 
 def load_preset(name: str, sets: list[str] | None = None, rep: int = 1) -> Experiment:
-    path = _preset_path(name)
+    path = preset_path(name)
     return parse_experiment(load_toml(path), sets or [], base_dir=path.parent, preset=name,
                             source=f"preset {name}", rep=rep)
 
@@ -313,7 +313,7 @@ def sweep_axes(preset: str | None, path: str | Path | None, sets: list[str],
     """The axes a command means, as (name, values as text): each `--sweep NAME=V1,V2,...` in
     order, then every parameter the spec sweeps that neither --set nor --sweep names. The
     values are checked when each point's experiment is loaded."""
-    source = _preset_path(preset) if preset else Path(path)  # type: ignore[arg-type]
+    source = preset_path(preset) if preset else Path(path)  # type: ignore[arg-type]
     params = _parse_params(load_toml(source).get("params", {}))
     given = {item.partition("=")[0].strip() for item in sets}
     axes: list[tuple[str, list[str]]] = []

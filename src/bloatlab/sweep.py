@@ -74,10 +74,12 @@ def run_dir_name(values: dict[str, Any], rep: int) -> str:
 
 
 def new_document(*, kind: str, name: str, source: str, axes: list[Axis], repeat: int,
-                 fixed: dict[str, str], command: list[str] | None = None) -> dict[str, Any]:
+                 fixed: dict[str, str], command: list[str] | None = None,
+                 fingerprint: str | None = None) -> dict[str, Any]:
     now = _now()
     return {
-        "format": FORMAT, "kind": kind, "name": name, "source": source, "command": command,
+        "format": FORMAT, "kind": kind, "name": name, "source": source, "fingerprint": fingerprint,
+        "command": command,
         "axes": [{"name": a.name, "values": list(a.values)} for a in axes],
         "repeat": repeat, "fixed": fixed, "created": now, "updated": now, "status": "running",
         "machine": machine(),
@@ -112,24 +114,34 @@ def _now() -> str:
     return dt.datetime.now().astimezone().isoformat(timespec="seconds")
 
 
-_IDENTITY = ("kind", "name", "source", "axes", "repeat", "fixed")
+_IDENTITY = ("kind", "name", "source", "fingerprint", "axes", "repeat", "fixed")
 
 
-def _prepare(out: Path, fresh: dict[str, Any], resume: bool) -> dict[str, Any]:
-    """The document to run from: a new one, or (with resume) the one in `out`, checked to be
-    the same sweep; runs that are not complete are removed so they run again."""
+def check_out(out: Path, resume: bool) -> dict[str, Any] | None:
+    """What --out and --resume allow, checked before anything is changed; the sweep there, if any."""
     old = read_document(out)
     if old is None:
         if resume:
             raise BloatlabError(f"{out} holds no sweep to resume (no sweep.json); drop --resume to start it",
                                 field="--resume")
-        if out.exists() and any(out.iterdir()):
+        if out.exists() and (not out.is_dir() or any(out.iterdir())):
             raise BloatlabError(f"{out} exists and is not empty; choose another --out or remove it", field="--out")
-        out.mkdir(parents=True, exist_ok=True)
-        return fresh
-    if not resume:
+    elif not resume:
         raise BloatlabError(f"{out} already holds a sweep; add --resume to finish it, or choose another --out",
                             field="--out")
+    return old
+
+
+def _prepare(out: Path, fresh: dict[str, Any], resume: bool) -> dict[str, Any]:
+    """The document to run from: a new one, or (with resume) the one in `out`, checked to be
+    the same sweep; runs that are not complete are removed so they run again."""
+    old = check_out(out, resume)
+    if old is None:
+        out.mkdir(parents=True, exist_ok=True)
+        return fresh
+    if old.get("fingerprint") != fresh.get("fingerprint"):
+        raise BloatlabError(f"{out} holds a sweep of another version of {fresh['source']} (its text changed "
+                            "since); run the changed spec into another --out", field="--resume")
     for key in _IDENTITY:
         if json.dumps(old.get(key), sort_keys=True) != json.dumps(fresh.get(key), sort_keys=True):
             raise BloatlabError(f"{out} holds another sweep ({key} was {json.dumps(old.get(key))}, now "
@@ -153,13 +165,14 @@ def run_sweep(out: Path, *, kind: str, name: str, source: str, axes: list[Axis],
               fixed: dict[str, str], run_one: Callable[[dict[str, Any], int, Path, Callable[[float], None]], RunResult],
               estimate_s: float, headline: Callable[[dict[str, Any]], str], resume: bool = False,
               progress: bool = True, svg: bool = False, command: list[str] | None = None,
-              stream=None) -> SweepOutcome:
+              fingerprint: str | None = None, stream=None) -> SweepOutcome:
     """Runs every pending run of the sweep in `out`, then writes the aggregate, the series
     export, plots and report. run_one(values, rep, run_dir, tick) does one run into run_dir,
-    calling tick(seconds into the run) as it goes; estimate_s is a run's expected length."""
+    calling tick(seconds into the run) as it goes; estimate_s is a run's expected length.
+    fingerprint (a hash of the spec's text) keeps --resume from mixing two versions of a spec."""
     stream = stream if stream is not None else sys.stdout
     fresh = new_document(kind=kind, name=name, source=source, axes=axes, repeat=repeat, fixed=fixed,
-                         command=command)
+                         command=command, fingerprint=fingerprint)
     doc = _prepare(out, fresh, resume)
     todo = [(p, r) for p in doc["points"] for r in p["runs"] if r["status"] == "pending"]
     total = sum(len(p["runs"]) for p in doc["points"])
@@ -237,5 +250,5 @@ def finish(out: Path, doc: dict[str, Any], outcome: SweepOutcome, svg: bool = Fa
         outcome.files += plotted.files
         outcome.warnings += plotted.warnings
         outcome.files.append(write_report(out))
-    except BloatlabError as e:  # the runs and the aggregate are written; `bloatlab report` retries
+    except Exception as e:  # the runs and the aggregate are written; `bloatlab report` retries
         outcome.warnings.append(f"no figures or report: {e}; bloatlab report {out} retries")

@@ -91,6 +91,7 @@ def test_aggregate_files_per_point(tmp_path):
     assert list(table["maxq"]) == [20, 100] and list(table["n"]) == [2, 2]
     assert table["flows.bulk.goodput_mbps.mean"].tolist() == pytest.approx([8.5, 9.4])
     assert math.isnan(table.loc[1, "rtt_ms.median.sd"])
+    assert table["rtt_ms.median.n"].tolist() == [2, 1]  # the point's n is 2; this metric's, 1
 
     write_series_export(sweep, tmp_path)
     series = pd.read_csv(tmp_path / "series.csv.gz")

@@ -73,6 +73,8 @@ def test_interrupt_keeps_completed_runs_and_resume_runs_only_the_rest(tmp_path):
         sweep(out, Runs())
     with pytest.raises(BloatlabError, match="holds another sweep .repeat"):
         sweep(out, Runs(), resume=True, repeat=3)
+    with pytest.raises(BloatlabError, match="another version of test"):
+        sweep(out, Runs(), resume=True, fingerprint="edited")
     second = Runs()
     outcome = sweep(out, second, resume=True)
     assert outcome.complete and len(second.calls) == 6

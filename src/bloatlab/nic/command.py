@@ -14,7 +14,7 @@ from .. import netns
 from ..errors import BloatlabError, MachineError, SpecError
 from . import journal as journals
 from . import knobs
-from .plan import DEFAULT_OFFLOAD_FEATURES, DEFAULT_PORT, KNOBS, load_plan, plan_from_args
+from .plan import DEFAULT_OFFLOAD_FEATURES, DEFAULT_PORT, KNOBS, MEASURE_DEFAULTS, load_plan, plan_from_args
 
 SERVE_INTERVAL_S = 0.1  # the server's reports, which clients fetch with --get-server-output
 
@@ -32,8 +32,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     from . import runner
 
     if args.spec is not None:
-        flags = [f"--{k.replace('_', '-')}" for k in (*KNOBS, "iface", "server", "netns", "offload_features")
-                 if getattr(args, k) is not None]
+        flags = [f"--{k.replace('_', '-')}" for k in (*KNOBS, "iface", "server", "netns", "offload_features",
+                                                      "port", *MEASURE_DEFAULTS) if getattr(args, k) is not None]
         if flags:
             raise SpecError(f"give the sweep as a spec file or as flags, not both ({flags[0]} with {args.spec})",
                             field=flags[0])
@@ -94,6 +94,10 @@ def cmd_restore(args: argparse.Namespace) -> int:
         iface = knobs.Iface(args.iface, args.netns)
         path = journals.journal_path(iface)
         if not path.exists():
+            elsewhere = [j.iface for j in journals.list_journals([]) if j.iface.name == iface.name]
+            if elsewhere:  # the same name journaled in a namespace: most likely a forgotten --netns
+                raise SpecError(f"no journal names {iface}, but one names {elsewhere[0]}; add --netns "
+                                f"{elsewhere[0].netns}", field="--netns")
             print(f"no journal names {iface}: nothing to restore")
             return 0
         found = [journals.load(path)]
@@ -101,11 +105,12 @@ def cmd_restore(args: argparse.Namespace) -> int:
         if args.netns is not None:
             raise SpecError("--netns goes with --iface; without both, every journaled interface is restored",
                             field="--netns")
-        found = journals.list_journals()
-        if not found:
+        damaged: list[str] = []
+        found = journals.list_journals(damaged)
+        if not found and not damaged:
             print("no journal: nothing to restore")
             return 0
-    failed = []
+    failed = list(damaged) if args.iface is None else []
     for journal in found:
         iface = journal.iface
         if journal.owner_alive():
@@ -208,7 +213,7 @@ def add_parser(commands: argparse._SubParsersAction, formatter_class) -> argpars
     where.add_argument("--iface", metavar="IF", help="the interface to change (required: bloatlab never picks one)")
     where.add_argument("--server", metavar="HOST", help="the iperf3 server (iperf3 -s, or bloatlab nic serve) and "
                                                        "ping target")
-    where.add_argument("--port", type=int, default=DEFAULT_PORT, help="its iperf3 port (default: %(default)s)")
+    where.add_argument("--port", type=int, help=f"its iperf3 port (default: {DEFAULT_PORT})")
     where.add_argument("--netns", metavar="NS", help="the interface and the client side are in this namespace")
     axes = sweep.add_argument_group("knobs (comma-separated values; several values make an axis)")
     axes.add_argument("--txqueuelen", metavar="N,...", help="packets, 1 to 1000000, e.g. 1,10,100,1000")
@@ -222,13 +227,14 @@ def add_parser(commands: argparse._SubParsersAction, formatter_class) -> argpars
                       help="root qdisc: pfifo (sized by txqueuelen), bfifo, pfifo_fast, fq_codel, noqueue, ..., "
                            'or "default" (the kernel\'s)')
     how = sweep.add_argument_group("measurement")
-    how.add_argument("--repeat", default="5", metavar="N", help="runs per setting (default: %(default)s)")
-    how.add_argument("--duration", default="50s", metavar="TIME",
-                     help="each iperf3 test, whole seconds (default: %(default)s)")
-    how.add_argument("--udp-rate", default="10gbit", metavar="RATE", help="UDP target rate (default: %(default)s)")
-    how.add_argument("--tests", default="tcp,udp", metavar="LIST", help="tcp, udp or both (default: %(default)s)")
-    how.add_argument("--ping-interval", default="200ms", metavar="TIME",
-                     help="ping through the tests every TIME; 0 for no ping (default: %(default)s)")
+    how.add_argument("--repeat", metavar="N", help=f"runs per setting (default: {MEASURE_DEFAULTS['repeat']})")
+    how.add_argument("--duration", metavar="TIME",
+                     help=f"each iperf3 test, whole seconds (default: {MEASURE_DEFAULTS['duration']})")
+    how.add_argument("--udp-rate", metavar="RATE", help=f"UDP target rate (default: {MEASURE_DEFAULTS['udp_rate']})")
+    how.add_argument("--tests", metavar="LIST", help=f"tcp, udp or both (default: {MEASURE_DEFAULTS['tests']})")
+    how.add_argument("--ping-interval", metavar="TIME",
+                     help="ping through the tests every TIME; 0 for no ping "
+                          f"(default: {MEASURE_DEFAULTS['ping_interval']})")
     sweep.add_argument("--out", metavar="DIR", type=Path, help="the sweep directory (default: results/nic-IF-TIME)")
     sweep.add_argument("--resume", action="store_true", help="run only what an earlier run of this sweep left")
     sweep.add_argument("--svg", action="store_true", help="also write the plots as SVG")

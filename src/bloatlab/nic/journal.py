@@ -100,8 +100,18 @@ def load(path: Path) -> Journal:
                             "up by hand and remove the file", field="--iface") from None
 
 
-def list_journals() -> list[Journal]:
-    return [load(p) for p in sorted(JOURNAL_DIR.glob("*.json"))] if JOURNAL_DIR.exists() else []
+def list_journals(damaged: list[str] | None = None) -> list[Journal]:
+    """Every readable journal; a damaged one is noted in `damaged` (if given) and skipped, so
+    that it does not keep the others' interfaces from being restored."""
+    found = []
+    for path in sorted(JOURNAL_DIR.glob("*.json")) if JOURNAL_DIR.exists() else []:
+        try:
+            found.append(load(path))
+        except BloatlabError as e:
+            if damaged is None:
+                raise
+            damaged.append(e.message)
+    return found
 
 
 def remove(journal: Journal) -> None:

@@ -62,6 +62,8 @@ def preflight(target: Target, ping: bool) -> None:
         try:
             # iperf3 3.12 exits 0 after a failed --json test: the "error" key is what tells.
             reason = json.loads(proc.stdout).get("error")
+            if proc.returncode != 0 and not reason:
+                reason = f"iperf3 exit status {proc.returncode}"
         except json.JSONDecodeError:
             reason = ((proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["no output"])[0]
         if proc.returncode == 0 and not reason:

@@ -18,6 +18,8 @@ Every value is checked here, before the machine is touched; errors name the fiel
 
 from __future__ import annotations
 
+import argparse
+
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -181,11 +183,18 @@ def _udp_rate(value: object, where: str) -> int:
 
 # The two ways in ------------------------------------------------------------------------------
 
+# What --repeat, --duration, ... (and their keys in a spec file) are when not given.
+MEASURE_DEFAULTS = {"repeat": 5, "duration": "50s", "udp_rate": "10gbit", "tests": "tcp,udp",
+                    "ping_interval": "200ms"}
+
+
 def plan_from_args(args: Any) -> NicPlan:
     """From `bloatlab nic sweep` flags (argparse has made --iface and --server required)."""
     iface = Iface(check_iface_name(args.iface, "--iface"), args.netns)
     plan = NicPlan(iface=iface, server=_server(args.server, "--server"))
-    plan.port = _whole(args.port, "--port", 1, 65535, "a port")
+    plan.port = _whole(DEFAULT_PORT if args.port is None else args.port, "--port", 1, 65535, "a port")
+    given = {k: getattr(args, k) for k in MEASURE_DEFAULTS}
+    args = argparse.Namespace(**{**vars(args), **{k: MEASURE_DEFAULTS[k] if v is None else v for k, v in given.items()}})
     for knob in KNOBS:
         text = getattr(args, knob)
         if text is not None:
@@ -216,10 +225,11 @@ def load_plan(path: Path) -> NicPlan:
     plan = NicPlan(iface=Iface(check_iface_name(data["iface"], "iface"), netns_name),
                    server=_server(data["server"], "server"), source=str(path))
     plan.port = _whole(data.get("port", DEFAULT_PORT), "port", 1, 65535, "a port")
-    plan.repeat = _whole(data.get("repeat", plan.repeat), "repeat", 1, 1000, "a number of repetitions")
-    plan.duration_s = _duration_s(data.get("duration", "50s"), "duration")
-    plan.udp_rate_bps = _udp_rate(data.get("udp_rate", "10gbit"), "udp_rate")
-    plan.ping_interval_s = _ping_interval_s(data.get("ping_interval", "200ms"), "ping_interval")
+    plan.repeat = _whole(data.get("repeat", MEASURE_DEFAULTS["repeat"]), "repeat", 1, 1000, "a number of repetitions")
+    plan.duration_s = _duration_s(data.get("duration", MEASURE_DEFAULTS["duration"]), "duration")
+    plan.udp_rate_bps = _udp_rate(data.get("udp_rate", MEASURE_DEFAULTS["udp_rate"]), "udp_rate")
+    plan.ping_interval_s = _ping_interval_s(data.get("ping_interval", MEASURE_DEFAULTS["ping_interval"]),
+                                            "ping_interval")
     plan.tests = _tests(data.get("tests", list(TESTS)), "tests")
     if "offload_features" in data:
         plan.offload_features = _features(data["offload_features"], "offload_features")

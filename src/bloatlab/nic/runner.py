@@ -21,7 +21,7 @@ from typing import Any, Callable
 from .. import __version__
 from ..errors import BloatlabError, MachineError
 from ..results import RunDir, machine, tool_versions
-from ..sweep import Axis, RunResult, SweepOutcome, run_sweep
+from ..sweep import Axis, RunResult, SweepOutcome, check_out, run_sweep
 from . import journal as journals
 from . import knobs
 from .knobs import Iface
@@ -242,9 +242,21 @@ def _txqueuelen_notes(iface: Iface, root: dict[str, Any], txqueuelen: int, mtu: 
             return [f"txqueuelen has no effect: the root {kind} of {iface.name} keeps its limit of {limit}; "
                     "add --qdisc pfifo to make one sized by txqueuelen"]
         return []
-    if kind in ("pfifo_fast", "mq"):
+    if kind == "pfifo_fast":
         return []
+    if kind == "mq":  # one child per tx queue, of the kind net.core.default_qdisc names
+        return [] if _default_qdisc() in ("pfifo_fast", "pfifo") else [
+            f"txqueuelen may have no effect: the root of {iface.name} is mq, whose per-queue children are "
+            f"{_default_qdisc()} (net.core.default_qdisc) with limits of their own; add --qdisc pfifo"]
     return [f"txqueuelen has no effect on the root qdisc {kind} of {iface.name}, which has its own limit"]
+
+
+def _default_qdisc() -> str:
+    try:
+        with open("/proc/sys/net/core/default_qdisc") as f:
+            return f.read().strip()
+    except OSError:
+        return "unknown"
 
 
 def _ethtool_version() -> str | None:
@@ -282,6 +294,7 @@ def run(plan: NicPlan, out: Path, *, resume: bool = False, progress: bool = True
     restore`."""
     sweep = NicSweep(plan)
     original = sweep.check()
+    check_out(out, resume)  # a bad --out must not cost a journal and a restore
     sweep.start(original)
     if on_started:
         on_started()
@@ -331,6 +344,8 @@ def table(out: Path) -> str:
             cells.append(format(statistics.fmean(values), spec) if values else "-")
         if any(c != "-" for c in cells):
             lines.append((title, cells))
+    if not lines:
+        return "no measurements"
     width = max(len(t) for t, _ in lines)
     widths = [max(len(h), *(len(c[i]) for _, c in lines)) for i, h in enumerate(heads)]
     out = ["  ".join([" " * width] + [h.rjust(w) for h, w in zip(heads, widths)])]

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import statistics
 import subprocess
 import sys
 import time
@@ -21,6 +20,7 @@ from typing import Any, Callable
 from .. import __version__
 from ..errors import BloatlabError, MachineError
 from ..results import RunDir, machine, tool_versions
+from ..results import _num
 from ..sweep import Axis, RunResult, SweepOutcome, check_out, run_sweep
 from . import journal as journals
 from . import knobs
@@ -271,9 +271,7 @@ def _ethtool_version() -> str | None:
 
 def headline(summary: dict[str, Any]) -> str:
     """A run's result in a line."""
-    def num(value: Any, spec: str) -> str:
-        return "-" if value is None else format(value, spec)
-
+    num = _num
     parts = []
     if tcp := summary.get("tcp"):
         parts.append(f"TCP {num(tcp.get('receiver_mbps'), '.1f')} Mbit/s, {num(tcp.get('retransmits'), 'd')} retr, "
@@ -327,21 +325,16 @@ ROWS = (("TCP sender Mbit/s", "tcp", "sender_mbps", ".1f"), ("TCP receiver Mbit/
 
 
 def table(out: Path) -> str:
-    """The seeds' table: one column per point, each cell the mean over its complete runs (read
-    from the sweep directory, so runs of an earlier, resumed invocation count)."""
-    doc = json.loads((out / "sweep.json").read_text())
-    points = [(p["label"], [json.loads((out / r["dir"] / "summary.json").read_text())
-                            for r in p["runs"] if r["status"] == "complete"]) for p in doc["points"]]
-    points = [(lab, runs) for lab, runs in points if runs]
+    """The seeds' table: one column per point, each cell the mean over its complete runs, as
+    aggregate.json has it (so runs of an earlier, resumed invocation count)."""
+    doc = json.loads((out / "aggregate.json").read_text())
+    points = [p for p in doc["points"] if p["n"]]
     if not points:
         return "no complete runs"
-    heads = [f"{lab} (n={len(runs)})" for lab, runs in points]
+    heads = [f"{p['label']} (n={p['n']})" for p in points]
     lines = []
     for title, section, key, spec in ROWS:
-        cells = []
-        for _, runs in points:
-            values = [r[section][key] for r in runs if r.get(section, {}).get(key) is not None]
-            cells.append(format(statistics.fmean(values), spec) if values else "-")
+        cells = [_num(p["metrics"].get(f"{section}.{key}", {}).get("mean"), spec) for p in points]
         if any(c != "-" for c in cells):
             lines.append((title, cells))
     if not lines:

@@ -135,7 +135,7 @@ pub struct Direction {
 impl Direction {
     pub fn run(mut self, stop: &AtomicBool, gate: &RtGate) -> std::io::Result<()> {
         let mut priority = ThreadPriority::new(self.rt_priority);
-        priority.update(gate, false);
+        priority.update(gate, false, monotonic_now().nanos());
         let mut pipe = Pipeline::new(&self.cfg, monotonic_now());
         pipe.record_events(self.log.is_some());
         let mut out: Vec<Departure> = Vec::with_capacity(256);
@@ -179,7 +179,7 @@ impl Direction {
                 self.publish(&pipe, rx_overrun, tx_error, &late);
                 last_publish = now;
             }
-            priority.update(gate, backlog.is_some());
+            priority.update(gate, backlog.is_some(), now.nanos());
             if backlog.is_some() {
                 spin.sleeps();
                 continue;

@@ -20,13 +20,20 @@ pub struct Config {
     /// Wake this long before a departure and spin; 0 sleeps only (less CPU, later departures).
     #[serde(default = "default_spin_ns")]
     pub spin_ns: u64,
-    /// SCHED_FIFO priority of the link threads; 0 keeps normal scheduling.
-    #[serde(default)]
+    /// SCHED_FIFO priority of the link threads (while the datapath leaves the hosts their
+    /// share of the machine: sched.rs); 0 keeps normal scheduling.
+    #[serde(default = "default_rt_priority")]
     pub rt_priority: i32,
 }
 
 fn default_spin_ns() -> u64 {
     50_000
+}
+
+/// Low among real-time priorities: above every normal thread, below the kernel's
+/// threaded interrupt handlers (50).
+fn default_rt_priority() -> i32 {
+    10
 }
 
 #[derive(Deserialize)]

@@ -12,6 +12,7 @@ use bloatlab_core::stats::DirectionStats;
 use bloatlab_core::{DirectionConfig, Instant, Pipeline};
 
 use crate::clock::{monotonic_now, realtime_offset_ns, WakeupLead};
+use crate::sched::{RtGate, ThreadPriority};
 use crate::socket::{PacketSocket, RxRing, TxBatch};
 
 /// Frames taken from the ring per turn of the loop.
@@ -25,23 +26,6 @@ const MAX_LEAD_NS: u64 = 500_000;
 /// if that is due no sooner than the walk itself takes on a cold path.
 const WARM_AFTER_IDLE_NS: u64 = 500_000;
 const WARM_TAKES_NS: u64 = 15_000;
-/// Nice value of a thread without real-time priority while frames wait in its ring. A link
-/// stands for hardware, which does not wait for the hosts' processes: at equal weight the
-/// thread of a saturated link gets only its share of a core next to the iperf3s, and is
-/// preempted whenever one wakes, so the link's capacity fell with the hosts' load (on 2
-/// cores, -10 raised unlimited TCP throughput by about a sixth). Only while backlogged: a
-/// thread that spins for a departure at -10 would take the hosts' CPU for nothing.
-const BUSY_NICE: libc::c_int = -10;
-
-/// Sets the calling thread's nice value; false (with a note) if the kernel refuses.
-fn set_nice(nice: libc::c_int) -> bool {
-    if unsafe { libc::setpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t, nice) } < 0 {
-        eprintln!("bloatlab-link: note: nice {nice} refused ({}); keeping normal priority", std::io::Error::last_os_error());
-        return false;
-    }
-    true
-}
-
 /// Lateness of departures against their due time, in 1 us buckets up to 100 ms.
 #[derive(Clone)]
 pub struct LatenessHistogram {
@@ -144,19 +128,14 @@ pub struct Direction {
     /// How long before a departure to stop sleeping and spin, at least: the thread wakes
     /// earlier where its wake-ups come later than that (clock::WakeupLead).
     pub spin_ns: u64,
-    /// SCHED_FIFO priority for this thread (0: normal scheduling).
+    /// SCHED_FIFO priority for this thread while the gate allows (0: normal scheduling).
     pub rt_priority: i32,
 }
 
 impl Direction {
-    pub fn run(mut self, stop: &AtomicBool) -> std::io::Result<()> {
-        if self.rt_priority > 0 {
-            // A busy host must not keep a due packet waiting behind iperf3 or a TCP stack.
-            let p = libc::sched_param { sched_priority: self.rt_priority };
-            if unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &p) } < 0 {
-                eprintln!("bloatlab-link: note: SCHED_FIFO refused ({}); running at normal priority", std::io::Error::last_os_error());
-            }
-        }
+    pub fn run(mut self, stop: &AtomicBool, gate: &RtGate) -> std::io::Result<()> {
+        let mut priority = ThreadPriority::new(self.rt_priority);
+        priority.update(gate, false, monotonic_now().nanos());
         let mut pipe = Pipeline::new(&self.cfg, monotonic_now());
         pipe.record_events(self.log.is_some());
         let mut out: Vec<Departure> = Vec::with_capacity(256);
@@ -168,8 +147,6 @@ impl Direction {
         let mut wakeup = WakeupLead::new(self.spin_ns, MAX_LEAD_NS.max(self.spin_ns));
         let mut last_tx_ns = 0u64; // when this thread last handed frames to the kernel
         let mut rt_offset = realtime_offset_ns();
-        let mut may_renice = self.rt_priority <= 0;
-        let mut boosted = false; // at BUSY_NICE
         while !stop.load(Ordering::Relaxed) {
             // Arrivals first, each at the time the kernel received it rather than when this
             // thread woke: with delay ahead, a late wake-up then costs the packet nothing.
@@ -202,17 +179,10 @@ impl Direction {
                 self.publish(&pipe, rx_overrun, tx_error, &late);
                 last_publish = now;
             }
+            priority.update(gate, backlog.is_some(), now.nanos());
             if backlog.is_some() {
-                if may_renice && !boosted {
-                    may_renice = set_nice(BUSY_NICE);
-                    boosted = may_renice;
-                }
                 spin.sleeps();
                 continue;
-            }
-            if boosted {
-                may_renice = set_nice(0);
-                boosted = false;
             }
             // Timer wake-ups run tens of microseconds late on a VM, later after long sleeps:
             // sleep until the learnt lead (at least `spin_ns`) before a departure, then spin

@@ -3,6 +3,7 @@
 
 mod clock;
 mod direction;
+mod sched;
 mod socket;
 
 use std::fs::File;
@@ -20,6 +21,7 @@ use direction::{Direction, Snapshot};
 use socket::{ifindex, PacketSocket, RxRing};
 
 static STOP: AtomicBool = AtomicBool::new(false);
+static RT_GATE: sched::RtGate = sched::RtGate::new();
 
 extern "C" fn on_signal(_: libc::c_int) {
     STOP.store(true, Ordering::Relaxed);
@@ -157,7 +159,7 @@ fn main() {
             std::thread::Builder::new()
                 .name(name.clone())
                 .spawn(move || {
-                    let r = d.run(&STOP);
+                    let r = d.run(&STOP, &RT_GATE);
                     if let Err(e) = &r {
                         eprintln!("bloatlab-link: {name}: {e}");
                         STOP.store(true, Ordering::Relaxed);
@@ -176,8 +178,10 @@ fn main() {
             }
         }
     };
+    let mut cpu = sched::CpuShare::new();
     while !STOP.load(Ordering::Relaxed) {
         std::thread::sleep(StdDuration::from_millis(200));
+        cpu.review(&RT_GATE);
         report(true);
     }
     let ok = handles.into_iter().map(|h| h.join().unwrap_or(false)).fold(true, |a, b| a && b);

@@ -1,5 +1,6 @@
 """Sweeps end to end: real networks, real iperf3, ping and curl, short runs."""
 
+import hashlib
 import json
 import signal
 import subprocess
@@ -7,6 +8,8 @@ import sys
 import time
 
 import pytest
+
+from bloatlab.spec import preset_path
 
 pytestmark = pytest.mark.netns
 
@@ -116,8 +119,10 @@ def test_interrupted_sweep_resumes_with_only_what_is_missing(tmp_path):
 def test_resume_refuses_another_sweep(tmp_path):
     out = tmp_path / "s"
     out.mkdir()
+    fingerprint = hashlib.sha256(preset_path("cs244").read_bytes()).hexdigest()[:16]  # the same spec...
     (out / "sweep.json").write_text(json.dumps({"format": "bloatlab-sweep/1", "kind": "experiment", "name": "cs244",
-                                                "source": "preset cs244", "axes": [{"name": "maxq", "values": [20]}],
+                                                "source": "preset cs244", "fingerprint": fingerprint,
+                                                "axes": [{"name": "maxq", "values": [20]}],  # ...other axes
                                                 "repeat": 1, "fixed": {}, "points": []}))
     result = bloatlab("run", "--preset", "cs244", "--sweep", "maxq=20,100", "--out", str(out), "--resume")
     assert result.returncode == 2

@@ -279,25 +279,7 @@ def _run_sweep(args: argparse.Namespace, sets: list[str], axes: list[tuple[str, 
                         estimate_s=first.duration_s + RUN_OVERHEAD_S, headline=headline, resume=args.resume,
                         progress=not args.quiet, svg=args.svg, command=["bloatlab", *sys.argv[1:]],
                         fingerprint=_fingerprint(args))
-    for warning in outcome.warnings:
-        print(f"warning: {warning}", file=sys.stderr)
-    print(f"\nresults: {out}/ ({outcome.done} of {outcome.runs} runs complete)")
-    print("  aggregate.csv, aggregate.json   mean, sd, median, 95% CI per point (docs/sweeps.md)")
-    print("  series.csv.gz                   every series of every run, long format")
-    figures = [p for p in outcome.files if p.parent.name == "plots" and p.suffix == ".png"]
-    if figures:
-        print(f"  plots/                          {len(figures)} comparison figures (compare-*.png)")
-    if (out / "report.html").exists():
-        print(f"  report.html                     everything above on one page: {(out / 'report.html').resolve()}")
-    if outcome.interrupted:
-        print(f"bloatlab: sweep interrupted; finish it with the same command and --resume --out {out}",
-              file=sys.stderr)
-        return 130
-    if not outcome.complete:
-        print(f"bloatlab: {outcome.runs - outcome.done} run(s) incomplete; --resume --out {out} runs them again",
-              file=sys.stderr)
-        return 1
-    return 0
+    return outcome.tell()
 
 
 # Network build, teardown, iperf3's last report and writing results: added to a run's duration

@@ -57,6 +57,30 @@ class SweepOutcome:
     files: list[Path] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
 
+    def tell(self, runs_are: str = "") -> int:
+        """Prints the warnings and where everything is; returns the command's exit status."""
+        for warning in self.warnings:
+            print(f"warning: {warning}", file=sys.stderr)
+        extra = f"; {runs_are}" if runs_are else ""
+        print(f"\nresults: {self.out}/ ({self.done} of {self.runs} runs complete{extra})")
+        print("  aggregate.csv, aggregate.json   mean, sd, median, 95% CI per point (docs/sweeps.md)")
+        print("  series.csv.gz                   every series of every run, long format")
+        figures = [p for p in self.files if p.parent.name == "plots" and p.suffix == ".png"]
+        if figures:
+            print(f"  plots/                          {len(figures)} comparison figures (compare-*.png)")
+        report = self.out / "report.html"
+        if report.exists():
+            print(f"  report.html                     everything above on one page: {report.resolve()}")
+        if self.interrupted:
+            print(f"bloatlab: sweep interrupted; finish it with the same command and --resume --out {self.out}",
+                  file=sys.stderr)
+            return 130
+        if not self.complete:
+            print(f"bloatlab: {self.runs - self.done} run(s) incomplete; --resume --out {self.out} runs them again",
+                  file=sys.stderr)
+            return 1
+        return 0
+
 
 # Points, labels, the sweep document ---------------------------------------------------------
 

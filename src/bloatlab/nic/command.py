@@ -67,25 +67,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
-    for warning in outcome.warnings:
-        print(f"warning: {warning}", file=sys.stderr)
     print("\n" + runner.table(out))
-    print(f"\nresults: {out}/ ({outcome.done} of {outcome.runs} runs complete; each run as docs/nic.md tells)")
-    print("  aggregate.csv, aggregate.json   mean, sd, median, 95% CI per point (docs/sweeps.md)")
-    print("  series.csv.gz                   every series of every run, long format")
-    if any(p.parent.name == "plots" for p in outcome.files):
-        print(f"  plots/                          {', '.join(p.name for p in outcome.files if p.suffix == '.png')}")
-    if (out / "report.html").exists():
-        print("  report.html")
-    if outcome.interrupted:
-        print(f"bloatlab: sweep interrupted; finish it with the same command and --resume --out {out}",
-              file=sys.stderr)
-        return 130
-    if not outcome.complete:
-        print(f"bloatlab: {outcome.runs - outcome.done} run(s) incomplete; --resume --out {out} runs them again",
-              file=sys.stderr)
-        return 1
-    return 0
+    return outcome.tell("each run as docs/nic.md tells")
 
 
 def cmd_restore(args: argparse.Namespace) -> int:

@@ -159,6 +159,12 @@ class NicSweep:
         doc.update(complete=complete, incomplete_reason=reason, ended_at=_now())
         run.write_json("summary.json", summary)
         run.write_json("run.json", doc)
+        try:  # each run has its report, as an emulated run does
+            from ..report import write_report
+
+            write_report(run_dir)
+        except Exception as e:
+            warnings = [*warnings, f"report.html not written ({e}); bloatlab report {run_dir} retries"]
         # Every run.json has its notes; the terminal hears each one once.
         fresh = [n for n in notes if n not in self.said]
         self.said.update(fresh)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import datetime as dt
 import itertools
 import json
+import os
 import shutil
 import sys
 import time
@@ -23,6 +24,7 @@ from typing import Any
 from .errors import BloatlabError
 from .progress import Progress
 from .results import machine
+from .state import process_alive, process_starttime
 
 FORMAT = "bloatlab-sweep/1"
 NO_AXES_LABEL = "all"
@@ -153,6 +155,11 @@ def check_out(out: Path, resume: bool) -> dict[str, Any] | None:
     elif not resume:
         raise BloatlabError(f"{out} already holds a sweep; add --resume to finish it, or choose another --out",
                             field="--out")
+    else:
+        owner = old.get("owner") or {}
+        if old.get("status") == "running" and owner.get("pid") and process_alive(owner["pid"], owner.get("starttime")):
+            raise BloatlabError(f"{out} is being run by another bloatlab (pid {owner['pid']}); wait for it or "
+                                "stop it with Ctrl-C", field="--resume")
     return old
 
 
@@ -198,6 +205,8 @@ def run_sweep(out: Path, *, kind: str, name: str, source: str, axes: list[Axis],
     fresh = new_document(kind=kind, name=name, source=source, axes=axes, repeat=repeat, fixed=fixed,
                          command=command, fingerprint=fingerprint)
     doc = _prepare(out, fresh, resume)
+    pid = os.getpid()
+    doc["owner"] = {"pid": pid, "starttime": process_starttime(pid)}  # so a second --resume waits its turn
     todo = [(p, r) for p in doc["points"] for r in p["runs"] if r["status"] == "pending"]
     total = sum(len(p["runs"]) for p in doc["points"])
     skipped = total - len(todo)

@@ -4,6 +4,7 @@ tests/integration/test_sweep.py."""
 
 import io
 import json
+import os
 
 import pytest
 
@@ -80,6 +81,20 @@ def test_interrupt_keeps_completed_runs_and_resume_runs_only_the_rest(tmp_path):
     assert outcome.complete and len(second.calls) == 6
     assert ("maxq=20,cc=reno", 1) not in second.calls and second.calls[0] == ("maxq=20,cc=bbr", 1)
     assert not (out / "maxq=20,cc=bbr" / "rep1" / "junk").exists()
+
+
+def test_a_sweep_another_process_runs_is_not_resumed(tmp_path):
+    out = tmp_path / "s"
+    sweep(out, Runs(interrupt_at=1))
+    doc = json.loads((out / "sweep.json").read_text())
+    assert doc["owner"]["pid"] == os.getpid()
+    doc["status"] = "running"  # as if this process were still running it
+    (out / "sweep.json").write_text(json.dumps(doc))
+    with pytest.raises(BloatlabError, match=f"being run by another bloatlab .pid {os.getpid()}"):
+        sweep(out, Runs(), resume=True)
+    doc["owner"]["pid"] = 2**22 + 1  # no such process: a crashed sweep is resumed
+    (out / "sweep.json").write_text(json.dumps(doc))
+    assert sweep(out, Runs(), resume=True).complete
 
 
 def test_a_failing_run_stops_the_sweep_and_is_recorded(tmp_path):

@@ -3,7 +3,8 @@
 
 use bloatlab_core::Instant;
 
-fn read(clock: libc::clockid_t) -> u64 {
+/// The time on `clock` in nanoseconds (the monotonic clock, or a CPU-time clock).
+pub fn read(clock: libc::clockid_t) -> u64 {
     let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
     unsafe { libc::clock_gettime(clock, &mut ts) };
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64

@@ -15,11 +15,7 @@
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
-fn read(clock: libc::clockid_t) -> u64 {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-    unsafe { libc::clock_gettime(clock, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-}
+use crate::clock::read;
 
 /// Whether a datapath that used `cpu_ns` of CPU time in `wall_ns` on `cores` cores may run
 /// real-time: at most all cores but half of one (half a core on a single-core machine).

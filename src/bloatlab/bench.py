@@ -24,7 +24,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import __version__, doctor
+from . import __version__, doctor, netns
 from .errors import BloatlabError
 from .network import Network
 from .parsers import IperfResult, parse_iperf3, parse_ping_replies, parse_ping_summary, parse_ss_tin
@@ -111,7 +111,11 @@ TCP_BUFFERS = {"net.ipv4.tcp_rmem": "4096 131072 67108864", "net.ipv4.tcp_wmem":
 
 def two_hosts(case: Case) -> Topology:
     d = DirectionSpec(rate_bps=case.rate_bps, delay_ns=case.delay_ns, queue=QueueSpec(packets=queue_packets(case)))
-    link = LinkSpec(name="h1-h2", ends=("h1", "h2"), forward=d, reverse=d, backend=case.backend)
+    # The unlimited kernel baseline is a plain veth pair; a rated kernel link queues between the
+    # hosts, as the userspace one does, so both fill their queue the same way.
+    plain = case.backend == "kernel" and case.rate_bps is None
+    link = LinkSpec(name="h1-h2", ends=("h1", "h2"), forward=d, reverse=d, backend=case.backend,
+                    queue_at="sender" if plain else "link")
     return Topology(hosts={"h1": HostSpec("h1"), "h2": HostSpec("h2")}, switches={}, links=[link])
 
 
@@ -124,7 +128,7 @@ def _interface_drops(net: Network) -> int:
     """rx/tx drops the kernel counted on every interface of the network: none are intended."""
     total = 0
     namespaces = [net.namespace(h) for h in net.topology.hosts]
-    if net.datapath is not None:
+    if netns.exists(net.datapath_namespace):
         namespaces.append(net.datapath_namespace)
     for ns in namespaces:
         out = subprocess.run(["ip", "-n", ns, "-s", "-j", "link", "show"], capture_output=True, text=True).stdout

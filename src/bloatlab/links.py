@@ -140,18 +140,21 @@ def available_qdiscs() -> dict[str, bool]:
 
 def choose_backend(link: LinkSpec, kernel_qdiscs: dict[str, bool], index: int | None = None) -> str:
     """"kernel" or "userspace" for a link. "auto" takes the kernel only when it can serve
-    everything the link asks; an explicit "kernel" that it cannot serve is an error."""
+    everything the link asks; an explicit "kernel" (or queue_at = "sender", which only the
+    kernel serves) that it cannot serve is an error."""
     if link.backend == "userspace":
         return "userspace"
     missing = [need for which in DIRECTIONS for need in kernel_needs(getattr(link, which), which)
                if need.qdisc is None or not kernel_qdiscs.get(need.qdisc)]
     if not missing:
         return "kernel"
-    if link.backend == "auto":
+    if link.backend == "auto" and link.queue_at != "sender":
         return "userspace"
     need = missing[0]
-    field = f"links[{index}].backend" if index is not None else f"link {link.name}: backend"
-    fix = 'use backend = "userspace" or "auto"'
+    key = "backend" if link.backend == "kernel" else "queue_at"
+    field = f"links[{index}].{key}" if index is not None else f"link {link.name}: {key}"
+    fix = 'use backend = "userspace" or "auto"' if key == "backend" else \
+        'leave queue_at out, so the userspace datapath can serve the link'
     if need.qdisc is None:
         raise SpecError(f"the kernel backend cannot serve {need.what} ({need.field}): {need.why_not}; "
                         f"{need.fix or fix}", field=field)
@@ -180,16 +183,59 @@ def veth_pair(a: Port, b: Port) -> None:
                "peer", "name", b.iface, "netns", b.ns])
 
 
+def middle_ifaces(index: int) -> tuple[str, str]:
+    """Link `index`'s interfaces in the datapath namespace, toward ends[0] and ends[1]."""
+    return f"l{index}a", f"l{index}b"
+
+
 class KernelBackend(LinkBackend):
-    """One veth pair between the ends; each direction shaped by qdiscs on its sender's egress."""
+    """Each direction shaped by the kernel's qdiscs.
+
+    queue_at "link": each end has a veth pair into the datapath namespace, where a bridge joins
+    the two; a direction's qdiscs sit on the egress toward its receiver. The queue then holds
+    frames forwarded from the sender, as a router's does and as bloatlab-link's does: the
+    sender's TCP lets go of a frame once it has crossed its veth, so TCP small queues never
+    see the queue (on the sender's own interface they kept it near empty: a peak RTT of 5.7 ms
+    where a 100-packet queue at 10 Mbit/s should give 121). Frames leave a host's veth cut to
+    single segments, since its segmentation offloads are off.
+    queue_at "sender": one veth pair, each direction shaped on its sender's own interface, as
+    a NIC's queue is; a host's TCP then sees and limits its own queue.
+    """
 
     name = "kernel"
 
+    def __init__(self, dp_ns: str):
+        self.dp_ns = dp_ns
+
+    @staticmethod
+    def bridge(index: int) -> str:
+        return f"lb{index}"
+
+    def qdisc_port(self, index: int, link: LinkSpec, a: Port, b: Port, which: str) -> Port:
+        """Where the qdiscs of one direction of link `index` sit."""
+        if link.queue_at == "sender":
+            return a if which == "forward" else b
+        a_mid, b_mid = middle_ifaces(index)
+        return Port(self.dp_ns, b_mid if which == "forward" else a_mid)
+
     def add_link(self, index: int, link: LinkSpec, a: Port, b: Port) -> None:
-        veth_pair(a, b)
-        for port, direction in ((a, link.forward), (b, link.reverse)):
-            netns.offloads_off(port.ns, port.iface)
-            if direction.rate_bps is not None:  # a backlog builds here: it must count real frames
+        if link.queue_at == "sender":
+            veth_pair(a, b)
+            for port in (a, b):
+                netns.offloads_off(port.ns, port.iface)
+        else:
+            bridge = self.bridge(index)
+            netns.ip(self.dp_ns, "link", "add", bridge, "type", "bridge")
+            netns.ip(self.dp_ns, "link", "set", bridge, "up")
+            for node_port, mid in zip((a, b), middle_ifaces(index)):
+                veth_pair(node_port, Port(self.dp_ns, mid))
+                netns.offloads_off(node_port.ns, node_port.iface)
+                netns.offloads_off(self.dp_ns, mid)
+                netns.ip(self.dp_ns, "link", "set", mid, "master", bridge, "up")
+        for which, end in (("forward", a), ("reverse", b)):
+            direction = getattr(link, which)
+            port = self.qdisc_port(index, link, a, b, which)
+            if port == end and direction.rate_bps is not None:  # a host's own backlog: real frames
                 netns.single_segments(port.ns, port.iface)
             for args in kernel_tc_commands(port.iface, direction):
                 netns.tc(port.ns, *args)
@@ -288,12 +334,8 @@ class UserspaceBackend(LinkBackend):
         self.links: list[dict] = []  # config entries, one per link
         self.datapath: Datapath | None = None
 
-    @staticmethod
-    def dp_ifaces(index: int) -> tuple[str, str]:
-        return f"l{index}a", f"l{index}b"
-
     def add_link(self, index: int, link: LinkSpec, a: Port, b: Port) -> None:
-        a_dp, b_dp = self.dp_ifaces(index)
+        a_dp, b_dp = middle_ifaces(index)
         for node_port, dp_iface in ((a, a_dp), (b, b_dp)):
             veth_pair(node_port, Port(self.dp_ns, dp_iface))
             netns.offloads_off(node_port.ns, node_port.iface)

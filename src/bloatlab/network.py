@@ -26,7 +26,8 @@ from typing import Any
 from . import netns, state
 from .datapath import Datapath, read_stats_if_any
 from .errors import BloatlabError, MachineError, SpecError
-from .links import KernelBackend, LinkBackend, Port, UserspaceBackend, available_qdiscs, choose_backend
+from .links import KernelBackend, LinkBackend, Port, UserspaceBackend, available_qdiscs, choose_backend, \
+    middle_ifaces
 from .topology import Topology
 
 log = logging.getLogger(__name__)
@@ -101,6 +102,8 @@ class Network:
 
     @property
     def datapath_namespace(self) -> str:
+        """Where links are built between the nodes: bloatlab-link's veth ends, and the bridges
+        and qdiscs of kernel-backend links."""
         return namespace(self.name, DP_NODE)
 
     def namespace(self, node: str) -> str:
@@ -146,11 +149,21 @@ class Network:
                           Port(namespace(self.name, link.ends[1]), ifaces[1])))
         return ports
 
+    def _in_middle(self, index: int) -> bool:
+        """Whether link `index` is built in the datapath namespace (all but queue_at "sender")."""
+        return self.backends[index] == "userspace" or self.topology.links[index].queue_at == "link"
+
     def _namespaces(self) -> list[str]:
         names = [namespace(self.name, node) for node in self.topology.node_names()]
-        if "userspace" in self.backends:
+        if any(self._in_middle(index) for index in range(len(self.backends))):
             names.append(self.datapath_namespace)
         return names
+
+    def queue_port(self, index: int, which: str) -> Port:
+        """Where the qdiscs of a kernel-backend link direction sit ("forward" or "reverse")."""
+        link = self.topology.links[index]
+        a, b = (Port(namespace(self.name, node), iface) for node, iface in zip(link.ends, interface_names(self.topology)[index]))
+        return KernelBackend(self.datapath_namespace).qdisc_port(index, link, a, b, which)
 
     def up(self) -> Network:
         """Build the network. On any failure (or Ctrl-C) remove what was built, then re-raise."""
@@ -184,13 +197,14 @@ class Network:
             self._silence_ipv6(ns)
             netns.ip(ns, "link", "add", BRIDGE, "type", "bridge")
             netns.ip(ns, "link", "set", BRIDGE, "up")
-        if "userspace" in self.backends:
+        if self.datapath_namespace in self._namespaces():
             netns.add(self.datapath_namespace)
             self._silence_ipv6(self.datapath_namespace)
+        if "userspace" in self.backends:
             self._userspace = UserspaceBackend(topo, self.datapath_namespace, self.state_dir,
                                                detach=self.detach, qlog_dir=self.qlog_dir,
                                                qlog_directions=self.qlog_directions)
-        kernel = KernelBackend()
+        kernel = KernelBackend(self.datapath_namespace)
 
         for index, (link, (a, b)) in enumerate(zip(topo.links, ports)):
             backend: LinkBackend = kernel if self.backends[index] == "kernel" else self._userspace
@@ -203,9 +217,8 @@ class Network:
                     netns.ip(port.ns, "link", "set", port.iface, "master", BRIDGE, "up")
 
         ends = [port for pair in ports for port in pair]
-        if self._userspace is not None:
-            ends += [Port(self.datapath_namespace, iface) for index, kind in enumerate(self.backends)
-                     if kind == "userspace" for iface in self._userspace.dp_ifaces(index)]
+        ends += [Port(self.datapath_namespace, iface) for index in range(len(topo.links))
+                 if self._in_middle(index) for iface in middle_ifaces(index)]
         self._wait_until_running(ends)
         if self._userspace is not None:
             self._userspace.start()  # once, after every veth exists

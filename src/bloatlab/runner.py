@@ -19,9 +19,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import __version__, state
+from . import __version__, netns, state
 from .errors import BloatlabError, MachineError
-from .network import Network, interface_names
+from .network import Network
 from .probes import queue as queue_probe
 from .probes import tcp as tcp_probe
 from .progress import Progress
@@ -166,7 +166,9 @@ class Run:
         self.workloads = [running(w, self.net, self.dir.raw, self.clock, self.ports[w.name]) for w in exp.workloads]
         for w in self.workloads:
             w.prepare()
-        self.snapshots = {h: snapshot(self.net.namespace(h)) for h in exp.topology.hosts}
+        self.snapshots = {node: snapshot(self.net.namespace(node)) for node in exp.topology.node_names()}
+        if netns.exists(self.net.datapath_namespace):  # kernel links' qdiscs; "_" is no node's name
+            self.snapshots["_dp"] = snapshot(self.net.datapath_namespace)
         self._start_probes()
 
         self.clock.mark()
@@ -219,9 +221,8 @@ class Run:
                 from .probes.qdisc import QdiscSampler
 
                 link = exp.topology.links[index]
-                node = link.ends[0] if which == "forward" else link.ends[1]
-                iface = interface_names(exp.topology)[index][0 if which == "forward" else 1]
-                sampler = QdiscSampler(self.net.namespace(node), iface, self.dir.raw / f"qdisc.{link.name}.{which}.csv")
+                port = self.net.queue_port(index, which)
+                sampler = QdiscSampler(port.ns, port.iface, self.dir.raw / f"qdisc.{link.name}.{which}.csv")
                 sampler.start()
                 self.qdisc_samplers[name] = sampler
 

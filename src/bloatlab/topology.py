@@ -30,6 +30,9 @@ from bloatlab.units import (
 MTU_FRAME_BYTES = 1514
 
 BACKENDS = ("auto", "userspace", "kernel")
+# Where a link's queue sits: "link", between the ends as in a router (both backends); or
+# "sender", on the sending node's own interface as a NIC's queue is (kernel backend only).
+QUEUE_AT = ("link", "sender")
 DISCIPLINES = ("droptail", "drophead", "codel", "fq_codel", "red", "pie")
 DISCIPLINE_ALIASES = {"taildrop": "droptail"}  # other names a discipline goes by -> its name here
 
@@ -231,6 +234,7 @@ class LinkSpec:
     forward: DirectionSpec  # ends[0] -> ends[1]
     reverse: DirectionSpec  # ends[1] -> ends[0]
     backend: str = "auto"  # one of BACKENDS
+    queue_at: str = "link"  # one of QUEUE_AT
 
     def direction_name(self, which: str) -> str:
         """"s0->h2" style name of a direction, as results key it."""
@@ -242,6 +246,7 @@ class LinkSpec:
             "name": self.name,
             "ends": list(self.ends),
             "backend": self.backend,
+            "queue_at": self.queue_at,
             "forward": {"direction": self.direction_name("forward"), **self.forward.to_dict()},
             "reverse": {"direction": self.direction_name("reverse"), **self.reverse.to_dict()},
         }
@@ -290,7 +295,7 @@ MAX_DELAY_NS = 10 * 10**9
 
 TOPOLOGY_KEYS = ("seed", "hosts", "switches", "links")
 DIRECTION_KEYS = ("rate", "trace", "delay", "jitter", "loss", "queue")
-LINK_KEYS = ("name", "ends", *DIRECTION_KEYS, "backend", "forward", "reverse")
+LINK_KEYS = ("name", "ends", *DIRECTION_KEYS, "backend", "queue_at", "forward", "reverse")
 _QUEUE_EXAMPLE = '{ discipline = "droptail", packets = 100 }'
 
 
@@ -489,6 +494,14 @@ def _parse_link(raw: object, base: str, nodes: list[str], base_dir: Path) -> Lin
             f"{show(backend)} is not a backend; choose one of: {', '.join(BACKENDS)}",
             field=field_of(base, "backend"),
         )
+    queue_at = raw.get("queue_at", "link")
+    if queue_at not in QUEUE_AT:
+        raise SpecError(f'{show(queue_at)} is not a place for the queue; choose "link" (between the ends, '
+                        'as a router\'s) or "sender" (the sending node\'s own interface, kernel backend only)',
+                        field=field_of(base, "queue_at"))
+    if queue_at == "sender" and backend == "userspace":
+        raise SpecError('"sender" needs backend = "kernel": the userspace datapath sits between the ends; '
+                        'use backend = "kernel" or leave queue_at out', field=field_of(base, "queue_at"))
 
     common = _parse_params(raw, base, base_dir)
     directions = {}
@@ -502,7 +515,8 @@ def _parse_link(raw: object, base: str, nodes: list[str], base_dir: Path) -> Lin
         check_keys(override, DIRECTION_KEYS, override_field, f"{which}")
         directions[which] = _direction(common, _parse_params(override, override_field, base_dir), which)
     return LinkSpec(
-        name=name, ends=ends, forward=directions["forward"], reverse=directions["reverse"], backend=backend
+        name=name, ends=ends, forward=directions["forward"], reverse=directions["reverse"], backend=backend,
+        queue_at=queue_at,
     )
 
 

@@ -10,7 +10,7 @@ import pytest
 from bloatlab import netns
 from bloatlab.datapath import KIND_DEQUEUE, KIND_ENQUEUE, read_qlog
 from bloatlab.errors import BloatlabError, MachineError
-from bloatlab.links import KernelBackend, available_qdiscs
+from bloatlab.links import KernelBackend, Port, available_qdiscs
 from bloatlab.network import Network, leftovers
 from bloatlab.state import process_alive
 from bloatlab.topology import DirectionSpec, HostSpec, LinkSpec, QueueSpec, SwitchSpec, Topology
@@ -27,16 +27,34 @@ def topology(*links_: LinkSpec, switches=()) -> Topology:
                     switches={s: SwitchSpec(s) for s in switches}, links=list(links_))
 
 
-def link(a: str, b: str, backend: str = "kernel", **direction) -> LinkSpec:
-    d = DirectionSpec(**direction)
-    return LinkSpec(name=f"{a}-{b}", ends=(a, b), forward=d, reverse=d, backend=backend)
-
-
 def ping(net: Network, src: str, dst: str, count: int = 5, size: int = 56) -> list[float]:
     out = net.exec(src, ["ping", "-n", "-c", str(count), "-i", "0.05", "-s", str(size), "-W", "2", dst],
                    capture_output=True, text=True, timeout=15)
     assert out.returncode == 0, out.stdout + out.stderr
     return [float(t) for t in re.findall(r"time=([\d.]+) ms", out.stdout)]
+
+
+def link(a: str, b: str, backend: str = "kernel", queue_at: str = "link", **direction) -> LinkSpec:
+    d = DirectionSpec(**direction)
+    return LinkSpec(name=f"{a}-{b}", ends=(a, b), forward=d, reverse=d, backend=backend, queue_at=queue_at)
+
+
+def pfifo_backlogs(net: Network, ns: str, iface: str, client: subprocess.Popen) -> list[tuple[int, int]]:
+    """(packets, bytes) in the pfifo on ns/iface, sampled every 50 ms while `client` runs."""
+    backlogs = []
+    while client.poll() is None:
+        out = subprocess.run(["tc", "-n", ns, "-s", "-j", "qdisc", "show", "dev", iface], capture_output=True, text=True)
+        pfifo = next(q for q in json.loads(out.stdout) if q["kind"] == "pfifo")
+        if pfifo["qlen"]:
+            backlogs.append((pfifo["qlen"], pfifo["backlog"]))
+        time.sleep(0.05)
+    return backlogs
+
+
+def iperf3(net: Network, seconds: int, cc: str) -> subprocess.Popen:
+    net.popen("h2", ["iperf3", "-s", "-1", "-B", net.address("h2")], stdout=subprocess.DEVNULL)
+    time.sleep(0.3)
+    return net.popen("h1", ["iperf3", "-c", "h2", "-t", str(seconds), "-C", cc, "-J"], stdout=subprocess.PIPE, text=True)
 
 
 def test_kernel_link_pings_by_name_and_shapes_to_its_rate(names):
@@ -45,27 +63,37 @@ def test_kernel_link_pings_by_name_and_shapes_to_its_rate(names):
         assert net.backends == ["kernel"]
         rtts = ping(net, "h1", "h2")  # by name: /etc/netns/.../hosts
         assert len(rtts) == 5 and min(rtts) < 2.0  # no delay configured: well under a millisecond
-        qdiscs = net.exec("h1", ["tc", "qdisc", "show", "dev", "h1-eth0"], capture_output=True, text=True).stdout
+        # The queue sits between the hosts, as a router's: not on h1's own interface.
+        port = net.queue_port(0, "forward")
+        assert (port.ns, port.iface) == ("bloatlab.tk1._dp", "l0b")
+        qdiscs = subprocess.run(["tc", "-n", port.ns, "qdisc", "show", "dev", port.iface], capture_output=True, text=True).stdout
         assert "qdisc htb 1: root" in qdiscs and "pfifo 10: parent 1:1 limit 100p" in qdiscs
-        # Physics: TCP through a 10 Mbit/s htb gets 10 Mbit/s times its payload share of a frame.
-        server = net.popen("h2", ["iperf3", "-s", "-1", "-B", net.address("h2")], stdout=subprocess.DEVNULL)
-        time.sleep(0.3)
-        client = net.popen("h1", ["iperf3", "-c", "h2", "-t", "2", "-J"], stdout=subprocess.PIPE, text=True)
-        # The host's own pfifo holds frames, not TCP's 64 KB GSO super-packets: its limit of
-        # 100 packets means 100 frames, as on the userspace backend.
-        backlogs = []
-        while client.poll() is None:
-            out = net.exec("h1", ["tc", "-s", "-j", "qdisc", "show", "dev", "h1-eth0"], capture_output=True, text=True)
-            pfifo = next(q for q in json.loads(out.stdout) if q["kind"] == "pfifo")
-            if pfifo["qlen"]:
-                backlogs.append((pfifo["qlen"], pfifo["backlog"]))
-            time.sleep(0.05)
-        server.wait(timeout=5)
-        assert backlogs and max(pkts for pkts, _ in backlogs) >= 10, backlogs
+        own = net.exec("h1", ["tc", "qdisc", "show", "dev", "h1-eth0"], capture_output=True, text=True).stdout
+        assert "htb" not in own and "pfifo" not in own
+        # Cubic fills a router's queue to its limit: TCP small queues on h1 do not reach it
+        # (on h1's own interface they kept it near empty), and it holds frames, not GSO packets.
+        client = iperf3(net, 4, "cubic")
+        backlogs = pfifo_backlogs(net, port.ns, port.iface, client)
+        assert backlogs and max(pkts for pkts, _ in backlogs) >= 80, backlogs
         assert all(nbytes <= pkts * 1514 for pkts, nbytes in backlogs), backlogs
+        # Physics: TCP through a 10 Mbit/s htb gets 10 Mbit/s times its payload share of a frame.
         received_bps = json.loads(client.stdout.read())["end"]["sum_received"]["bits_per_second"]
         goodput_bps = 10 * MBIT * 1448 / 1514  # 1448 B of payload per 1514 B frame (timestamps on)
         assert 0.93 * goodput_bps < received_bps < 1.03 * goodput_bps
+
+
+def test_kernel_queue_at_the_sender_is_its_own_interface_queue(names):
+    topo = topology(link("h1", "h2", queue_at="sender", rate_bps=10 * MBIT, queue=QueueSpec(packets=100)))
+    with Network(topo, names("tk9")) as net:
+        assert net.queue_port(0, "forward") == Port("bloatlab.tk9.h1", "h1-eth0")
+        assert not netns.exists("bloatlab.tk9._dp")  # nothing between the hosts
+        # The host's own pfifo holds frames, not TCP's 64 KB GSO super-packets: its limit of
+        # 100 packets means 100 frames, as on the userspace backend.
+        client = iperf3(net, 2, "bbr")
+        backlogs = pfifo_backlogs(net, "bloatlab.tk9.h1", "h1-eth0", client)
+        assert backlogs and max(pkts for pkts, _ in backlogs) >= 10, backlogs
+        assert all(nbytes <= pkts * 1514 for pkts, nbytes in backlogs), backlogs
+        assert json.loads(client.stdout.read())["end"]["sum_received"]["bits_per_second"] > 0.9 * 10 * MBIT * 1448 / 1514
 
 
 def test_switch_joins_hosts_and_down_leaves_nothing(names):
@@ -73,7 +101,7 @@ def test_switch_joins_hosts_and_down_leaves_nothing(names):
                     link("s0", "h3"), switches=("s0",))
     net = Network(topo, names("tk2")).up()
     assert sorted(leftovers("tk2")) == sorted(
-        [f"bloatlab.tk2.{n}" for n in ("h1", "h2", "h3", "s0")]
+        [f"bloatlab.tk2.{n}" for n in ("h1", "h2", "h3", "s0", "_dp")]
         + [f"/etc/netns/bloatlab.tk2.{h}" for h in ("h1", "h2", "h3")] + ["/run/bloatlab/tk2"])
     ports = net.exec("s0", ["ip", "-o", "link", "show", "master", "br0"], capture_output=True, text=True).stdout
     assert {"s0-eth0", "s0-eth1", "s0-eth2"} <= set(re.findall(r"s0-eth\d", ports))
@@ -150,7 +178,7 @@ def test_a_taken_name_is_refused_and_left_alone(names):
     with Network(topo, names("tk7")):
         with pytest.raises(BloatlabError, match="exists already"):
             Network(topo, "tk7").up()
-        assert len(leftovers("tk7")) == 5  # 2 namespaces, 2 /etc/netns dirs, the state dir
+        assert len(leftovers("tk7")) == 6  # 3 namespaces (h1, h2, _dp), 2 /etc/netns dirs, the state dir
 
 
 

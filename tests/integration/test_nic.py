@@ -50,8 +50,8 @@ def lab(datapath_binary_module):
     net = Network(topo, f"nic{os.getpid() % 100000}").up()
     server = None
     try:
-        # A veth as it comes: the kernel backend's pfifo off, so the root is the default noqueue.
-        net.exec("h1", ["tc", "qdisc", "del", "dev", IFACE, "root"], check=True)
+        # A veth as it comes: the kernel link's qdiscs are in the middle, h1's root is noqueue.
+        assert "noqueue" in net.exec("h1", ["tc", "qdisc", "show", "dev", IFACE], capture_output=True, text=True).stdout
         server = start_bloatlab("nic", "serve", "--netns", net.namespace("h2"))
         deadline = time.monotonic() + 5
         while not net.exec("h2", ["ss", "-Hltn", "sport = :5201"], capture_output=True, text=True).stdout.strip():

@@ -10,9 +10,9 @@ ALL = {"htb": True, "netem": True, "pfifo": True, "bfifo": True, "pfifo_head_dro
 NO_NETEM = {**ALL, "netem": False}
 
 
-def link(backend="auto", **direction) -> LinkSpec:
+def link(backend="auto", queue_at="link", **direction) -> LinkSpec:
     d = DirectionSpec(**direction)
-    return LinkSpec(name="h1-h2", ends=("h1", "h2"), forward=d, reverse=d, backend=backend)
+    return LinkSpec(name="h1-h2", ends=("h1", "h2"), forward=d, reverse=d, backend=backend, queue_at=queue_at)
 
 
 @pytest.mark.parametrize("direction, qdiscs", [
@@ -57,6 +57,14 @@ def test_explicit_kernel_without_netem_names_field_qdisc_and_fix():
     assert str(error.value) == (
         'links[1].backend: the kernel backend needs the netem qdisc for delay, and this kernel has none '
         '(see bloatlab doctor); use backend = "userspace" or "auto"')
+
+
+def test_a_queue_at_the_sender_only_the_kernel_can_serve():
+    assert choose_backend(link(queue_at="sender", rate_bps=10_000_000), ALL) == "kernel"
+    with pytest.raises(MachineError) as error:
+        choose_backend(link(queue_at="sender", rate_bps=10_000_000, delay_ns=5_000_000), NO_NETEM, index=0)
+    assert error.value.field == "links[0].queue_at"
+    assert "needs the netem qdisc for delay" in error.value.message and "leave queue_at out" in error.value.message
 
 
 def test_userspace_is_taken_as_asked():

@@ -467,6 +467,14 @@ def test_backend(tmp_path):
     rejects(tmp_path, DUMBBELL + 'backend = "tc"\n', "links[1].backend", "auto, userspace, kernel")
 
 
+def test_queue_at(tmp_path):
+    assert bottleneck(tmp_path, "").queue_at == "link"
+    assert bottleneck(tmp_path, 'backend = "kernel"\nqueue_at = "sender"\n').queue_at == "sender"
+    rejects(tmp_path, DUMBBELL + 'queue_at = "nic"\n', "links[1].queue_at", '"link"')
+    rejects(tmp_path, DUMBBELL + 'backend = "userspace"\nqueue_at = "sender"\n', "links[1].queue_at",
+            'use backend = "kernel"')
+
+
 @pytest.mark.parametrize("seed", ["-1", '"1"', "true", "1.5"])
 def test_bad_seed(tmp_path, seed):
     rejects(tmp_path, f"seed = {seed}\n" + DUMBBELL, "seed", ">= 0")

@@ -24,6 +24,15 @@ pub struct Config {
     /// share of the machine: sched.rs); 0 keeps normal scheduling.
     #[serde(default = "default_rt_priority")]
     pub rt_priority: i32,
+    /// The CPU wake-up latency, in us, asked of the kernel's PM QoS while frames flow
+    /// (sched::CpuLatency); null asks nothing.
+    #[serde(default = "default_cpu_latency_us")]
+    pub cpu_latency_us: Option<u32>,
+}
+
+/// 0: idle CPUs poll rather than halt, so a thread (and a host) woken by a frame runs at once.
+fn default_cpu_latency_us() -> Option<u32> {
+    Some(0)
 }
 
 fn default_spin_ns() -> u64 {

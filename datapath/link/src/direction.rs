@@ -12,7 +12,7 @@ use bloatlab_core::stats::DirectionStats;
 use bloatlab_core::{DirectionConfig, Instant, Pipeline};
 
 use crate::clock::{monotonic_now, realtime_offset_ns, WakeupLead};
-use crate::sched::{RtGate, ThreadPriority};
+use crate::sched::{RtGate, ThreadPriority, LAST_ARRIVAL_NS};
 use crate::socket::{PacketSocket, RxRing, TxBatch};
 
 /// Frames taken from the ring per turn of the loop.
@@ -154,10 +154,13 @@ impl Direction {
             // At most RX_BATCH per turn: a backlog in the ring is then sent on in batches that
             // stay in the cache, rather than copied whole into buffers and only then sent.
             let read_at = monotonic_now();
-            self.rx.recv(RX_BATCH, |frame, stamp_real_ns| {
+            let taken = self.rx.recv(RX_BATCH, |frame, stamp_real_ns| {
                 let t = arrival_time(stamp_real_ns, rt_offset, pipe.last_time(), read_at);
                 pipe.arrive(t, frame)
             });
+            if taken > 0 {
+                LAST_ARRIVAL_NS.store(read_at.nanos(), Ordering::Relaxed);
+            }
             let now = monotonic_now();
             // With frames still waiting, time moves on only to the next one's arrival, so
             // nothing leaves ahead of what that frame would change; the next turn takes it

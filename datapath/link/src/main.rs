@@ -89,14 +89,15 @@ fn snapshot_json(s: &Snapshot) -> Value {
 }
 
 /// Writes the stats file atomically (temp file + rename), so readers never see half of it.
-fn write_stats(path: &Path, links: &[(String, Arc<Mutex<Snapshot>>, Arc<Mutex<Snapshot>>)], running: bool, rt_offset: i64) -> std::io::Result<()> {
+fn write_stats(path: &Path, links: &[(String, Arc<Mutex<Snapshot>>, Arc<Mutex<Snapshot>>)], running: bool, rt_offset: i64, latency: (Option<u32>, bool)) -> std::io::Result<()> {
     let mut lj = serde_json::Map::new();
     for (name, f, r) in links {
         let (f, r) = (f.lock().unwrap().clone(), r.lock().unwrap().clone());
         lj.insert(name.clone(), json!({"forward": snapshot_json(&f), "reverse": snapshot_json(&r)}));
     }
     let doc = json!({"pid": std::process::id(), "running": running, "clock": "monotonic",
-                     "realtime_offset_ns": rt_offset, "links": lj});
+                     "realtime_offset_ns": rt_offset,
+                     "cpu_latency": {"bound_us": latency.0, "held": latency.1}, "links": lj});
     let tmp = path.with_extension("tmp");
     std::fs::write(&tmp, serde_json::to_vec_pretty(&doc).unwrap())?;
     std::fs::rename(&tmp, path)
@@ -151,7 +152,8 @@ fn main() {
     let rt_offset = clock::realtime_offset_ns();
     let stats_path = cfg.stats_path.clone();
     // The first report is the readiness signal: failing it is a config error.
-    write_stats(&stats_path, &shared, true, rt_offset).unwrap_or_else(|e| die(2, format!("stats_path: {}: {e}", stats_path.display())));
+    let mut latency = sched::CpuLatency::open(cfg.cpu_latency_us);
+    write_stats(&stats_path, &shared, true, rt_offset, latency.state()).unwrap_or_else(|e| die(2, format!("stats_path: {}: {e}", stats_path.display())));
 
     let handles: Vec<_> = directions
         .into_iter()
@@ -171,8 +173,8 @@ fn main() {
         .collect();
 
     let mut reported = false;
-    let mut report = |running: bool| {
-        if let Err(e) = write_stats(&stats_path, &shared, running, rt_offset) {
+    let mut report = |running: bool, latency: (Option<u32>, bool)| {
+        if let Err(e) = write_stats(&stats_path, &shared, running, rt_offset, latency) {
             if !std::mem::replace(&mut reported, true) {
                 eprintln!("bloatlab-link: cannot write {}: {e}", stats_path.display());
             }
@@ -180,11 +182,15 @@ fn main() {
     };
     let mut cpu = sched::CpuShare::new();
     while !STOP.load(Ordering::Relaxed) {
-        std::thread::sleep(StdDuration::from_millis(200));
+        // Short enough that the first frames after an idle spell soon get fast wake-ups.
+        for _ in 0..4 {
+            std::thread::sleep(StdDuration::from_millis(50));
+            latency.update(clock::monotonic_now().nanos());
+        }
         cpu.review(&RT_GATE);
-        report(true);
+        report(true, latency.state());
     }
     let ok = handles.into_iter().map(|h| h.join().unwrap_or(false)).fold(true, |a, b| a && b);
-    report(false);
+    report(false, latency.state());
     std::process::exit(if ok { 0 } else { 1 });
 }

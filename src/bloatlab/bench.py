@@ -8,7 +8,10 @@ and (where the kernel can serve it) on the kernel path as the same-run baseline:
     (cumulatively or by SACK: tcpi_delivered), over a window after the slow start;
   - peak ping RTT under that saturating flow against base + queue bytes * 8 / rate;
   - UDP at 1.1x the rate: what the receiver got;
-  - the datapath's departure lateness, its CPU share, and drops nobody asked for.
+  - the datapath's departure lateness, its CPU share, and drops nobody asked for;
+  - the two backends against each other on the same link: goodput, and the peak RTT where a
+    full queue lasts 10 ms or more. A rated kernel link queues between the hosts, as the
+    userspace one does; the unlimited kernel baseline is a plain veth pair.
 """
 
 from __future__ import annotations
@@ -356,12 +359,32 @@ def verdicts(results: list[CaseResult]) -> list[str]:
                        f"{r.depart_error_p99_us:.0f} us (<= 50 us): {tag}")
         if r.unintended_drops is not None and r.case.rate_bps:
             out.append(f"{'ok  ' if r.unintended_drops == 0 else 'MISS'} {r.unintended_drops} unintended drops: {tag}")
+        k = by.get(("kernel", r.case.rate_bps, r.case.delay_ns))
+        if k and r.case.rate_bps:
+            out += agreement(r, k, tag)
         if r.case.rate_bps is None and r.case.delay_ns == 0:
             k = by.get(("kernel", None, 0))
             if k and k.tcp_goodput_mbps and r.tcp_goodput_mbps is not None:
                 ratio = r.tcp_goodput_mbps / k.tcp_goodput_mbps
                 out.append(f"{'ok  ' if ratio >= 0.5 else 'MISS'} unlimited: {ratio:.0%} of the plain veth's "
                            f"{k.tcp_goodput_mbps:.0f} Mbit/s (>= 50%)")
+    return out
+
+
+def agreement(u: CaseResult, k: CaseResult, tag: str) -> list[str]:
+    """The two backends on one link: the same goodput within 3%, and (where a full queue is
+    10 ms or more, so that the scheduling noise of a ping is small against it) the same peak
+    RTT within 5%."""
+    out = []
+    if u.tcp_goodput_mbps and k.tcp_goodput_mbps:
+        diff = u.tcp_goodput_mbps / k.tcp_goodput_mbps - 1
+        out.append(f"{'ok  ' if abs(diff) <= 0.03 else 'MISS'} TCP goodput {diff:+.1%} from the kernel's "
+                   f"{k.tcp_goodput_mbps:.2f} Mbit/s (3%): {tag}")
+    queue_ms = (u.expected_peak_rtt_ms or 0) - (u.expected_min_rtt_ms or 0)
+    if u.peak_rtt_ms and k.peak_rtt_ms and queue_ms >= 10:
+        diff = u.peak_rtt_ms / k.peak_rtt_ms - 1
+        out.append(f"{'ok  ' if abs(diff) <= 0.05 else 'MISS'} peak RTT {diff:+.1%} from the kernel's "
+                   f"{k.peak_rtt_ms:.2f} ms (5%): {tag}")
     return out
 
 

@@ -94,3 +94,16 @@ def test_a_goodput_not_measured_is_a_miss_and_prints_as_a_dash():
 def test_the_table_says_what_goodput_is():
     text = render([result(1.43)])
     assert "tcpi_delivered" in text and "rate x 1448/1514" in text
+
+
+def test_the_backends_must_agree_on_goodput_and_on_a_full_queue():
+    def case(backend: str, goodput: float, peak: float) -> CaseResult:
+        return CaseResult(Case(backend, 10_000_000, 0), queue_pkts=100, min_rtt_ms=0.17, expected_min_rtt_ms=0.157,
+                          tcp_goodput_mbps=goodput, tcp_capacity_mbps=9.56, peak_rtt_ms=peak,
+                          expected_peak_rtt_ms=121.3)
+    lines = verdicts([case("userspace", 9.56, 119.0), case("kernel", 9.55, 120.0)])
+    assert "ok   TCP goodput +0.1% from the kernel's 9.55 Mbit/s (3%): userspace    10 Mbit/s   0 ms" in lines
+    assert "ok   peak RTT -0.8% from the kernel's 120.00 ms (5%): userspace    10 Mbit/s   0 ms" in lines
+    lines = verdicts([case("userspace", 9.0, 119.0), case("kernel", 9.55, 5.7)])  # a kernel queue TSQ kept short
+    assert any(v.startswith("MISS TCP goodput -5.8% from the kernel's") for v in lines)
+    assert any(v.startswith("MISS peak RTT +1987.7% from the kernel's 5.70 ms") for v in lines)

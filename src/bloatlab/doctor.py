@@ -82,6 +82,7 @@ FEATURES: dict[str, str] = {
     "queue_red_packets": "queue red (packets)",
     "queue_pie": "queue pie",
     "trace": "trace-driven rate",
+    "queue_at_sender": "queue_at = sender",
 }
 KERNEL_NEEDS: dict[str, tuple[str, ...]] = {
     "rate": ("htb", "tbf"),
@@ -99,7 +100,10 @@ KERNEL_NEEDS: dict[str, tuple[str, ...]] = {
     "queue_red_packets": (),  # Linux red counts bytes
     "queue_pie": ("pie",),
     "trace": (),
+    "queue_at_sender": ("pfifo",),  # the userspace datapath sits between the ends: never there
 }
+# Features only the kernel backend serves, and why.
+KERNEL_ONLY = {"queue_at_sender": "bloatlab-link sits between the ends"}
 
 # Root's tools live in sbin, which a user's PATH often lacks.
 _SBIN = ("/usr/local/sbin", "/usr/sbin", "/sbin")
@@ -257,7 +261,7 @@ def backend_support(report: dict[str, Any]) -> dict[str, dict[str, bool]]:
     userspace = links_possible and report["datapath"]["path"] is not None
     qdiscs = report["qdiscs"]
     return {
-        "userspace": dict.fromkeys(FEATURES, userspace),
+        "userspace": {feature: userspace and feature not in KERNEL_ONLY for feature in FEATURES},
         "kernel": {feature: links_possible and any(qdiscs.get(q) for q in KERNEL_NEEDS[feature])
                    for feature in FEATURES},
     }
@@ -400,7 +404,9 @@ def render(report: dict[str, Any], ascii_only: bool = False) -> str:
         user_ok, kernel_ok = backends["userspace"][feature], backends["kernel"][feature]
         needs = KERNEL_NEEDS[feature]
         why = ""
-        if not needs:
+        if feature in KERNEL_ONLY:
+            why = f"  (kernel only: {KERNEL_ONLY[feature]})"
+        elif not needs:
             why = "  (no kernel qdisc does this)"
         elif not kernel_ok:
             why = (f"  (needs {' or '.join(needs)})" if sandbox["netns"] and sandbox["veth"]

@@ -68,8 +68,11 @@ def test_details_start_in_one_column():
 
 def test_backend_table_kernel_without_netem():
     report = make_report()
-    assert all(report["backends"]["userspace"].values())
+    userspace = report["backends"]["userspace"]
+    assert all(ok for feature, ok in userspace.items() if feature != "queue_at_sender")
+    assert not userspace["queue_at_sender"]  # bloatlab-link is always between the ends
     kernel = report["backends"]["kernel"]
+    assert kernel["queue_at_sender"]
     assert kernel["rate"] and kernel["queue_droptail_packets"] and kernel["queue_drophead"]
     assert not kernel["delay"] and not kernel["jitter"] and not kernel["loss"]
     assert not kernel["trace"]
@@ -77,6 +80,8 @@ def test_backend_table_kernel_without_netem():
     assert table_row(text, "delay").split()[1:] == ["✓", "✗", "(needs", "netem)"]
     assert table_row(text, "rate").split()[1:] == ["✓", "✓"]
     assert "no kernel qdisc does this" in text
+    assert table_row(text, "queue_at = sender").split()[3:] == \
+        ["✗", "✓", "(kernel", "only:", "bloatlab-link", "sits", "between", "the", "ends)"]
 
 
 def test_rate_needs_htb_or_tbf():

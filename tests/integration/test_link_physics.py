@@ -3,7 +3,8 @@
 Each test builds a small network on bloatlab-link and checks one law of the emulated link
 (goodput = rate * payload share of a frame, queueing delay = backlog bytes * 8 / rate, loss
 rate, one-way delays, jitter that never reorders) or one promise of docs/datapath.md (garbage
-and super-frames never crash it or pass as one packet, neighbour discovery crosses it).
+and super-frames never crash it or pass as one packet, neighbour discovery crosses it), and
+that it agrees with the kernel backend's htb + pfifo on the same link.
 
 Tolerances are loose enough for a loaded 2-core machine shared with other benchmarks and
 tight enough that a wrong implementation fails; each assertion states its physics.
@@ -546,3 +547,32 @@ def test_a_switch_joins_two_userspace_links(names):
     measured("switch", min_ms=summary.min_ms, expected_ms=expected_ms, received=summary.received)
     assert summary.received >= 25, summary
     assert expected_ms - 0.01 <= summary.min_ms <= 4.0 + 0.5, (summary.min_ms, expected_ms)
+
+
+# 12. Against the kernel's own qdiscs -----------------------------------------------------------
+
+def test_the_kernel_backend_agrees_on_goodput_and_a_full_queue(names):
+    from bloatlab.links import available_qdiscs
+
+    if not all(available_qdiscs().get(q) for q in ("htb", "pfifo")):
+        pytest.skip("this kernel has no htb or pfifo")
+    rate, limit = 10 * MBIT, 100
+    found = {}
+    for backend in ("kernel", "userspace"):
+        d = DirectionSpec(rate_bps=rate, queue=QueueSpec(packets=limit))
+        topo = Topology(hosts={"h1": HostSpec("h1"), "h2": HostSpec("h2")}, switches={},
+                        links=[LinkSpec(name="h1-h2", ends=("h1", "h2"), forward=d, reverse=d, backend=backend)])
+        with Network(topo, names(f"phy-{backend[0]}")) as net:
+            assert net.backends == [backend]
+            warm_up(net)
+            tcp, loaded = iperf_with_pings(net, ["-C", "cubic", "-t", "6", "-O", "2"], 0.05, total_s=8)
+        found[backend] = (tcp.receiver_bps, peak_rtt_ms(loaded))
+    # Physics: Cubic fills a 100-packet queue to its limit, 121 ms at 10 Mbit/s, on both; a kernel
+    # queue on h1's own interface, where TCP small queues keep it short, peaked at 5.7 ms.
+    full_queue_ms = limit * FRAME_BYTES * 8 / rate * 1e3
+    (k_bps, k_peak), (u_bps, u_peak) = found["kernel"], found["userspace"]
+    measured("agreement", kernel_mbps=k_bps / 1e6, userspace_mbps=u_bps / 1e6, kernel_peak_ms=k_peak,
+             userspace_peak_ms=u_peak, full_queue_ms=full_queue_ms)
+    assert abs(u_bps / k_bps - 1) <= 0.03, found
+    assert abs(u_peak / k_peak - 1) <= 0.08, found
+    assert 0.9 * full_queue_ms <= k_peak <= 1.1 * full_queue_ms + 2, found

@@ -82,6 +82,9 @@ class CaseResult:
     expected_peak_rtt_ms: float | None = None
     udp_received_mbps: float | None = None
     udp_capacity_mbps: float | None = None
+    # Datagrams h2's socket dropped because its iperf3 did not read them in time: the host's
+    # CPU, not the link (RcvbufErrors in h2's /proc/net/snmp over the UDP test).
+    udp_rcvbuf_drops: int | None = None
     depart_error_p50_us: float | None = None
     depart_error_p99_us: float | None = None
     datapath_cpu_pct: float | None = None
@@ -214,6 +217,20 @@ def goodput_mbps(window: list[DeliveredSample]) -> float | None:
     return (b.delivered_bytes - a.delivered_bytes) * 8 / (b.t_s - a.t_s) / 1e6
 
 
+def udp_rcvbuf_errors(net: Network, host: str) -> int | None:
+    """The host's count of UDP datagrams dropped for a full socket buffer (/proc/net/snmp)."""
+    out = net.exec(host, ["cat", "/proc/net/snmp"], capture_output=True, text=True).stdout
+    return parse_snmp_counter(out, "Udp", "RcvbufErrors")
+
+
+def parse_snmp_counter(snmp: str, group: str, name: str) -> int | None:
+    """One counter of /proc/net/snmp: each group is a line of names, then a line of values."""
+    lines = [line.split() for line in snmp.splitlines() if line.startswith(f"{group}:")]
+    if len(lines) < 2 or name not in lines[0]:
+        return None
+    return int(lines[1][lines[0].index(name)])
+
+
 def run_case(case: Case, duration_s: float, name: str) -> CaseResult:
     res = CaseResult(case, queue_pkts=queue_packets(case))
     rate = case.rate_bps
@@ -256,8 +273,11 @@ def run_case(case: Case, duration_s: float, name: str) -> CaseResult:
         res.peak_rtt_ms = max((r.rtt_ms for r in loaded), default=None)
         # 3. UDP just above the rate: the receiver should get the link's payload capacity.
         if rate:
+            before = udp_rcvbuf_errors(net, "h2")
             _, udp_server = _iperf(net, ["-u", "-b", str(int(rate * 1.1)), "-l", str(UDP_PAYLOAD), "-t", "4"],
                                    timeout_s=40)
+            after = udp_rcvbuf_errors(net, "h2")
+            res.udp_rcvbuf_drops = after - before if None not in (before, after) else None
             res.udp_received_mbps = received_mbps(udp_server, after_s=1)
             res.udp_capacity_mbps = rate * UDP_PAYLOAD / FRAME_BYTES / 1e6
         # 4. What the datapath saw.
@@ -330,6 +350,10 @@ def render(results: list[CaseResult]) -> str:
             f"{_fmt(r.expected_peak_rtt_ms, '8.2f')} | {_fmt(r.udp_received_mbps, '10.2f')} {_fmt(ucap, '6.1f')}% | "
             f"{_fmt(r.depart_error_p50_us, '8.1f')} {_fmt(r.depart_error_p99_us, '7.1f')} | "
             f"{_fmt(r.datapath_cpu_pct, '6.1f')} | {r.unintended_drops if r.unintended_drops is not None else '-':>6}")
+    for r in results:
+        if r.udp_rcvbuf_drops:
+            lines.append(f"  {r.case.label.strip()}: h2's UDP socket dropped {r.udp_rcvbuf_drops} datagrams its "
+                         "iperf3 did not read in time (the host's CPU, not the link)")
     return "\n".join(lines) + "\n\n" + LEGEND
 
 

@@ -11,6 +11,7 @@ from bloatlab.bench import (
     goodput_mbps,
     received_mbps,
     render,
+    parse_snmp_counter,
     verdicts,
 )
 
@@ -107,3 +108,28 @@ def test_the_backends_must_agree_on_goodput_and_on_a_full_queue():
     lines = verdicts([case("userspace", 9.0, 119.0), case("kernel", 9.55, 5.7)])  # a kernel queue TSQ kept short
     assert any(v.startswith("MISS TCP goodput -5.8% from the kernel's") for v in lines)
     assert any(v.startswith("MISS peak RTT +1987.7% from the kernel's 5.70 ms") for v in lines)
+
+
+SNMP = """Ip: Forwarding DefaultTTL InReceives
+Ip: 2 64 1200
+Udp: InDatagrams NoPorts InErrors OutDatagrams RcvbufErrors SndbufErrors InCsumErrors IgnoredMulti MemErrors
+Udp: 274616 0 50293 12 50293 0 0 0 0
+UdpLite: InDatagrams NoPorts InErrors OutDatagrams RcvbufErrors SndbufErrors InCsumErrors IgnoredMulti MemErrors
+UdpLite: 0 0 0 0 7 0 0 0 0
+"""
+
+
+def test_snmp_counters_are_read_by_group_and_name():
+    assert parse_snmp_counter(SNMP, "Udp", "RcvbufErrors") == 50293
+    assert parse_snmp_counter(SNMP, "UdpLite", "RcvbufErrors") == 7
+    assert parse_snmp_counter(SNMP, "Udp", "NoSuchCounter") is None
+    assert parse_snmp_counter("", "Udp", "RcvbufErrors") is None
+
+
+def test_a_receiver_that_drops_datagrams_is_said_to_be_the_host():
+    r = result(1.43)
+    r.udp_rcvbuf_drops = 120
+    assert "h2's UDP socket dropped 120 datagrams its iperf3 did not read in time (the host's CPU, not the link)" \
+        in render([r])
+    r.udp_rcvbuf_drops = 0
+    assert "UDP socket dropped" not in render([r])

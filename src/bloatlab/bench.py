@@ -10,7 +10,7 @@ and (where the kernel can serve it) on the kernel path as the same-run baseline:
   - UDP at 1.1x the rate: what the receiver got;
   - the datapath's departure lateness, its CPU share, and drops nobody asked for;
   - the two backends against each other on the same link: goodput, and the peak RTT where a
-    full queue lasts 10 ms or more. A rated kernel link queues between the hosts, as the
+    full queue lasts 100 ms or more. A rated kernel link queues between the hosts, as the
     userspace one does; the unlimited kernel baseline is a plain veth pair.
 """
 
@@ -397,15 +397,16 @@ def verdicts(results: list[CaseResult]) -> list[str]:
 
 def agreement(u: CaseResult, k: CaseResult, tag: str) -> list[str]:
     """The two backends on one link: the same goodput within 3%, and (where a full queue is
-    10 ms or more, so that the scheduling noise of a ping is small against it) the same peak
-    RTT within 5%."""
+    100 ms or more) the same peak RTT within 5%. The peak is one ping's, and a ping delayed by
+    a millisecond of scheduling set it 9% high on a 12 ms queue at 100 Mbit/s (13.3 ms, the
+    kernel's, where both the other backend and the physics gave 12.1)."""
     out = []
     if u.tcp_goodput_mbps and k.tcp_goodput_mbps:
         diff = u.tcp_goodput_mbps / k.tcp_goodput_mbps - 1
         out.append(f"{'ok  ' if abs(diff) <= 0.03 else 'MISS'} TCP goodput {diff:+.1%} from the kernel's "
                    f"{k.tcp_goodput_mbps:.2f} Mbit/s (3%): {tag}")
     queue_ms = (u.expected_peak_rtt_ms or 0) - (u.expected_min_rtt_ms or 0)
-    if u.peak_rtt_ms and k.peak_rtt_ms and queue_ms >= 10:
+    if u.peak_rtt_ms and k.peak_rtt_ms and queue_ms >= 100:
         diff = u.peak_rtt_ms / k.peak_rtt_ms - 1
         out.append(f"{'ok  ' if abs(diff) <= 0.05 else 'MISS'} peak RTT {diff:+.1%} from the kernel's "
                    f"{k.peak_rtt_ms:.2f} ms (5%): {tag}")

@@ -78,6 +78,13 @@ class _Run:
         flows = self.meta.get("flows")
         return [n for n, f in flows.items() if _dig(f, "kind") in kinds] if isinstance(flows, dict) else []
 
+    def has_workload(self, kind: str) -> bool:
+        """Whether the spec has a workload of `kind`; True when run.json does not say."""
+        workloads = _dig(self.meta, "spec", "workloads")
+        if not isinstance(workloads, list):
+            return True
+        return any(isinstance(w, dict) and w.get("kind") == kind for w in workloads)
+
     def probed_queues(self) -> list[str]:
         queues = _dig(self.meta, "probes", "queue")
         return list(queues) if isinstance(queues, dict) else []
@@ -180,7 +187,9 @@ def _rtt_figure(run: _Run, warn: Warn) -> Figure:
     for s in pings.values():
         label = f"{len(s['t_s'])} replies" + (f", {lost} lost" if isinstance(lost, int) else "")
         ax.plot(s["t_s"], s["rtt_ms"], ".-", ms=2, lw=0.5, label=label)
-    if reason:
+    if reason and not run.has_workload("ping"):
+        reason = "no ping workload"  # nothing was missed
+    elif reason:
         warn(reason)
     _finish(ax, run, "RTT (ms)", empty=reason)
     return fig

@@ -40,7 +40,8 @@ def run_json(**overrides):
                                          "forward": direction("s0->h2", {"packets": 100, "bytes": None}),
                                          # limited in bytes: no packet limit line for this one
                                          "reverse": direction("h2->s0", {"packets": None, "bytes": 150_000})}]},
-                 "workloads": [], "probes": [], "duration_s": DURATION_S, "seed": 1},
+                 "workloads": [{"kind": "ping", "name": "ping", "from": "h1", "to": "h2"}], "probes": [],
+                 "duration_s": DURATION_S, "seed": 1},
         "started_at": "2026-01-01T00:00:00Z", "ended_at": "2026-01-01T00:00:21Z", "t0_realtime_s": 1.7e9,
         "complete": True,
         "flows": {"bulk1": {"kind": "bulk", "src": "h1", "dst": "h2", "cc": "reno"},
@@ -218,6 +219,16 @@ def test_every_title_names_the_params_and_whether_the_run_is_incomplete(run_dir)
     for fig in figures.values():
         assert fig.get_suptitle().endswith("(incomplete)")
         assert fig.axes[0].get_title(loc="left") == "maxq=100 bw_net=10mbit cc=reno\nincomplete: interrupted (Ctrl-C)"
+
+
+def test_a_run_without_pings_has_no_rtt_to_miss(run_dir):
+    meta = run_json()
+    meta["spec"]["workloads"] = [{"kind": "bulk", "name": "bulk1", "from": "h1", "to": "h2"}]
+    (run_dir / "run.json").write_text(json.dumps(meta))
+    write_csv(run_dir / "series" / "ping.csv", ["t_s", "rtt_ms"], [])
+    figures, warnings = build_figures(run_dir)
+    assert not [w for w in warnings if w.startswith("rtt.png")]
+    assert texts(figures["rtt"]) == ["no data: no ping workload"]
 
 
 def test_an_empty_ping_series_is_drawn_as_no_data_and_warned(run_dir):

@@ -139,15 +139,20 @@ class Network:
             raise SpecError(f"{len(topo.hosts)} hosts do not fit 10.0.0.0/24; use at most 254", field="hosts")
         qdiscs = available_qdiscs() if any(link.backend != "userspace" for link in topo.links) else {}
         self.backends = [choose_backend(link, qdiscs, index) for index, link in enumerate(topo.links)]
-        ports = []
-        for index, (link, ifaces) in enumerate(zip(topo.links, interface_names(topo))):
-            for iface in ifaces:
-                if len(iface) > IFNAME_MAX:
-                    raise SpecError(f"interface name {iface!r} is longer than Linux allows ({IFNAME_MAX}); "
+        ports = [self._end_ports(index) for index in range(len(topo.links))]
+        for index, pair in enumerate(ports):
+            for port in pair:
+                if len(port.iface) > IFNAME_MAX:
+                    raise SpecError(f"interface name {port.iface!r} is longer than Linux allows ({IFNAME_MAX}); "
                                     "use a shorter node name", field=f"links[{index}].ends")
-            ports.append((Port(namespace(self.name, link.ends[0]), ifaces[0]),
-                          Port(namespace(self.name, link.ends[1]), ifaces[1])))
         return ports
+
+    def _end_ports(self, index: int) -> tuple[Port, Port]:
+        """Link `index`'s interfaces in the namespaces of ends[0] and ends[1]."""
+        link = self.topology.links[index]
+        a, b = (Port(namespace(self.name, node), iface)
+                for node, iface in zip(link.ends, interface_names(self.topology)[index]))
+        return a, b
 
     def _in_middle(self, index: int) -> bool:
         """Whether link `index` is built in the datapath namespace (all but queue_at "sender")."""
@@ -161,9 +166,8 @@ class Network:
 
     def queue_port(self, index: int, which: str) -> Port:
         """Where the qdiscs of a kernel-backend link direction sit ("forward" or "reverse")."""
-        link = self.topology.links[index]
-        a, b = (Port(namespace(self.name, node), iface) for node, iface in zip(link.ends, interface_names(self.topology)[index]))
-        return KernelBackend(self.datapath_namespace).qdisc_port(index, link, a, b, which)
+        a, b = self._end_ports(index)
+        return KernelBackend(self.datapath_namespace).qdisc_port(index, self.topology.links[index], a, b, which)
 
     def up(self) -> Network:
         """Build the network. On any failure (or Ctrl-C) remove what was built, then re-raise."""

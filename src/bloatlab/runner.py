@@ -21,7 +21,7 @@ from typing import Any
 
 from . import __version__, netns, state
 from .errors import BloatlabError, MachineError
-from .network import Network
+from .network import DP_NODE, Network
 from .probes import queue as queue_probe
 from .probes import tcp as tcp_probe
 from .progress import Progress
@@ -168,7 +168,7 @@ class Run:
             w.prepare()
         self.snapshots = {node: snapshot(self.net.namespace(node)) for node in exp.topology.node_names()}
         if netns.exists(self.net.datapath_namespace):  # kernel links' qdiscs; "_" is no node's name
-            self.snapshots["_dp"] = snapshot(self.net.datapath_namespace)
+            self.snapshots[DP_NODE] = snapshot(self.net.datapath_namespace)
         self._start_probes()
 
         self.clock.mark()

@@ -147,8 +147,9 @@ pub static LAST_ARRIVAL_NS: AtomicU64 = AtomicU64::new(0);
 
 /// Asks the kernel (PM QoS, /dev/cpu_dma_latency) for idle CPUs that wake within a bound
 /// while frames flow. A halted vCPU takes tens of microseconds to run a woken thread again,
-/// and a ping across an idle link wakes two (one per direction): 100 Mbit/s min RTT +0.07 to
-/// +0.15 ms over the path, and +0.045 to +0.055 with a bound of 0, under which idle CPUs poll.
+/// and a ping across an idle link wakes two (one per direction). With a bound of 0, under
+/// which idle CPUs poll, the 100 Mbit/s min RTT over the path fell from +0.054..+0.065 ms to
+/// +0.025..+0.032 (interleaved A/B, docs/datapath.md).
 /// Polling costs an idle CPU's power, not the time of anything runnable, so the request is
 /// held only while frames came in the last second. The kernel drops it when the file is
 /// closed, so a killed datapath leaves nothing behind.
@@ -161,12 +162,13 @@ pub struct CpuLatency {
 /// Frames this recent keep the request held.
 const QOS_HOLD_NS: u64 = 1_000_000_000;
 
+/// What the kernel takes as no constraint (PM_QOS_CPU_LATENCY_DEFAULT_VALUE, 2000 s).
+const QOS_NONE_US: i32 = 2_000_000_000;
+
 /// Whether a frame taken at `last_arrival_ns` (0: none yet) is recent enough at `now_ns`.
 fn frames_flow(now_ns: u64, last_arrival_ns: u64) -> bool {
     last_arrival_ns != 0 && now_ns.saturating_sub(last_arrival_ns) < QOS_HOLD_NS
 }
-/// What the kernel takes as no constraint (PM_QOS_CPU_LATENCY_DEFAULT_VALUE, 2000 s).
-const QOS_NONE_US: i32 = 2_000_000_000;
 
 impl CpuLatency {
     /// None asks nothing. Without the device or the privilege, a note, and nothing asked.

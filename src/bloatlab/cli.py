@@ -491,6 +491,9 @@ def build_parser() -> argparse.ArgumentParser:
     link.add_argument("--delay", default="0ms,10ms",
                       help="comma-separated one-way delays, each way (default: %(default)s)")
     link.add_argument("--duration", default="5s", help="how long each measurement runs (default: %(default)s)")
+    link.add_argument("--rounds", type=int, default=3, metavar="N",
+                      help="alternating runs of the unlimited pair without delay, whose throughput is CPU-bound "
+                           "and varies most; its target is judged on the median ratio (default: %(default)s)")
     link.add_argument("--out", metavar="DIR", type=Path, help="write raw results under DIR")
     replay.add_bench_parser(bench_commands, _formatter)
     return parser

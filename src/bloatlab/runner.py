@@ -99,6 +99,30 @@ def choose_tcp_probe(wanted: str) -> str:
     return "ss"
 
 
+# Departures this late are no longer the emulator's timing noise: at 10 Mbit/s a millisecond is
+# almost a full frame's time on the wire, and the lag adds to every RTT the run reports.
+LAG_WARN_NS = 1_000_000
+
+
+def datapath_lag_warnings(stats: dict[str, dict[str, Any]]) -> list[str]:
+    """What the run's numbers owe to the userspace datapath falling behind, per direction:
+    departures late by a millisecond or more at p99 (a queue no link asked for), and frames
+    lost outside the emulated link (its input ring full, or refused on the way out)."""
+    out = []
+    for name, d in stats.items():
+        late = d.get("depart_error_ns", {})
+        if late.get("p99", 0) >= LAG_WARN_NS:
+            out.append(f"{name}: the datapath fell behind: departures {late['p99'] / 1e6:.1f} ms late at p99 "
+                       f"(max {late.get('max', 0) / 1e6:.1f} ms), delay no link asked for; "
+                       "the machine was short of CPU for this traffic")
+        drops = d.get("drops", {})
+        lost = drops.get("rx_overrun", 0) + drops.get("tx_error", 0)
+        if lost:
+            out.append(f"{name}: {lost} frames lost outside the emulated link (rx_overrun {drops.get('rx_overrun', 0)}, "
+                       f"tx_error {drops.get('tx_error', 0)}): the datapath could not keep up")
+    return out
+
+
 class Run:
     def __init__(self, experiment: Experiment, out: Path, *, progress: bool | Callable[[float], None] = True,
                  svg: bool = False):
@@ -307,6 +331,7 @@ class Run:
             summary["pings"] = {name: {**describe(rtts, RTT_STATS), "lost": lost}
                                 for name, (rtts, lost) in collected.per_ping.items()}
         self.dir.write_json("summary.json", summary)
+        self.warnings += datapath_lag_warnings(self._datapath_stats())
         self.dir.write_json("run.json", self._run_json(complete, queue_sources))
 
         outcome = Outcome(self.dir.path, summary, complete, self.incomplete_reason, warnings=self.errors + self.warnings)

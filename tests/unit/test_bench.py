@@ -6,12 +6,14 @@ import pytest
 from bloatlab.bench import (
     Case,
     CaseResult,
+    cases,
     DeliveredSample,
     delivered_bytes,
     goodput_mbps,
     received_mbps,
     render,
     parse_snmp_counter,
+    two_hosts,
     verdicts,
 )
 
@@ -133,3 +135,33 @@ def test_a_receiver_that_drops_datagrams_is_said_to_be_the_host():
         in render([r])
     r.udp_rcvbuf_drops = 0
     assert "UDP socket dropped" not in render([r])
+
+
+def test_the_unlimited_trio_without_delay_alternates_for_each_round():
+    plan = [c for c, _ in cases([10_000_000, None], [0, 10_000_000], {"htb": True, "netem": False}, rounds=3)]
+    unlimited = [(c.backend, c.round) for c in plan if c.rate_bps is None and c.delay_ns == 0]
+    assert unlimited == [(b, n) for n in (1, 2, 3) for b in ("userspace", "kernel", "veth")]
+    assert all(c.round is None and c.backend != "veth" for c in plan if c.rate_bps or c.delay_ns)  # once
+    assert "unlimited #2" in Case("kernel", None, 0, 2).label
+
+
+def test_only_the_veth_baseline_is_a_plain_veth_pair():
+    assert two_hosts(Case("veth", None, 0)).links[0].queue_at == "sender"
+    assert two_hosts(Case("veth", None, 0)).links[0].backend == "kernel"
+    assert two_hosts(Case("kernel", None, 0)).links[0].queue_at == "link"  # a bridge between, as userspace
+
+
+def test_the_unlimited_target_is_judged_on_the_median_ratio_of_the_rounds():
+    def run(backend, n, mbps):
+        return CaseResult(Case(backend, None, 0, n), queue_pkts=100, tcp_goodput_mbps=mbps)
+    # Round 2's veth run was a fast outlier: that round alone would say 45%.
+    results = [run("userspace", 1, 3600), run("kernel", 1, 3800), run("veth", 1, 6800),
+               run("userspace", 2, 3600), run("kernel", 2, 4000), run("veth", 2, 8000),
+               run("userspace", 3, 3700), run("kernel", 3, 4000), run("veth", 3, 7000)]
+    lines = [v for v in verdicts(results) if "unlimited" in v]
+    assert lines[0] == "ok   unlimited: 53% (median of 3 rounds: 53% 45% 53%) of the plain veth's goodput (>= 50%)"
+    assert lines[1].startswith("note unlimited: the kernel backend's bridge between the same veths keeps 56% ")
+    assert lines[1].endswith("bloatlab-link 92% (median of 3 rounds: 95% 90% 92%) of the bridge's")
+    results[0] = run("userspace", 1, 3000)
+    results[6] = run("userspace", 3, 3400)
+    assert next(v for v in verdicts(results) if "unlimited" in v).startswith("MISS unlimited: 45%")

@@ -115,11 +115,12 @@ unsafe impl Send for RxRing {}
 const TPACKET_V2: libc::c_int = 1;
 const RING_FRAME_BYTES: usize = 2048;
 const RING_BLOCK_BYTES: usize = 1 << 16;
-/// 2048 frames: 25 ms of full-size frames at 1 Gbit/s, 10 ms at 2.5 Gbit/s, for a thread that
-/// runs late. Where the datapath itself is the bottleneck (unlimited rate, about 3.5 Gbit/s on
-/// 2 vCPUs) a saturating flow fills the ring as a queue nobody asked for: 8192 slots added
-/// 10-44 ms to the peak RTT there, 2048 add 7-13 ms.
-const RING_BLOCKS: usize = 64;
+/// 8192 frames: 50 ms of full-size frames at 1.3 Gbit/s, the longest a link thread demoted to
+/// normal priority was seen starved (sched.rs) at about the rate a slow start sends into a
+/// 1 Gbit/s link. 2048 bounded the queue an overloaded datapath hides in its ring (pings at
+/// unlimited rate waited 5-22 ms rather than 10-44) but overran at 1 Gbit/s + 10 ms (256
+/// frames in one of nine runs); the run reports that lag instead (runner's lag warnings).
+const RING_BLOCKS: usize = 256;
 
 #[repr(C)]
 struct Tpacket2Hdr {

@@ -247,29 +247,6 @@ def test_while_frames_flow_idle_cpus_poll(wire, started):
     assert halts <= 20, (before, after)
 
 
-SCHED_OTHER, SCHED_FIFO = 0, 1
-
-
-def thread_policies(pid: int) -> dict[str, int]:
-    """Scheduling policy of each of a process's threads, by thread name (/proc stat field 41)."""
-    return {(task / "comm").read_text().strip(): int((task / "stat").read_text().rsplit(")", 1)[1].split()[38])
-            for task in Path(f"/proc/{pid}/task").iterdir()}
-
-
-@pytest.mark.parametrize("direction, policy", [
-    (IDLE_LINK, SCHED_FIFO),
-    (DirectionSpec(queue=QueueSpec(packets=100)), SCHED_OTHER),  # no departure time to keep
-], ids=["10mbit-1ms", "unlimited-0ms"])
-def test_only_a_link_that_keeps_time_runs_real_time(wire, started, direction, policy):
-    proc = subprocess.Popen(wire.argv(direction), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
-    started(proc.pid)
-    wire.wait_ready(proc.pid)
-    wire.ping("-c", "3", "-i", "0.02", "-W", "2")
-    links = {name: p for name, p in thread_policies(proc.pid).items() if name.startswith(f"{LINK}.")}
-    assert links == {f"{LINK}.forward": policy, f"{LINK}.reverse": policy}
-
-
 def assert_flushed_whole(log: np.ndarray, final: dict) -> None:
     """The queue log holds exactly the events the final stats count: none lost at exit."""
     logged = {kind: int((log["kind"] == kind).sum()) for kind in (KIND_ENQUEUE, KIND_DEQUEUE, KIND_DROP)}

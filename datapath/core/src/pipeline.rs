@@ -32,15 +32,6 @@ pub struct DirectionConfig {
     pub max_frame_bytes: usize,
 }
 
-impl DirectionConfig {
-    /// Whether a departure can be due later than the event that released it: a rate, a delay
-    /// or jitter. Without them every packet leaves at its arrival or at a dequeue, and nothing
-    /// waits for a clock.
-    pub fn keeps_time(&self) -> bool {
-        !matches!(self.rate, Rate::Unlimited) || self.delay > Duration::ZERO || self.jitter > Duration::ZERO
-    }
-}
-
 /// What the queue log records. The discriminant is the code in the log file.
 #[repr(u8)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -141,15 +141,9 @@ fn main() {
             });
             let snap = Arc::new(Mutex::new(Snapshot::default()));
             pair.push(snap.clone());
-            let dcfg = dj.resolve().unwrap();
-            // Real-time buys punctual departures. A direction with no rate, delay or jitter has
-            // no departure time to keep, and its thread would only preempt the hosts on every
-            // frame: at normal priority it takes frames in larger batches (unlimited TCP: +10%
-            // and +19% in two interleaved comparisons of 6 and 4 rounds).
-            let rt_priority = if dcfg.keeps_time() { cfg.rt_priority } else { 0 };
             directions.push((
                 format!("{}.{which}", l.name),
-                Direction { cfg: dcfg, rx: RxRing::open(src).unwrap_or_else(|e| fail(e)), tx: PacketSocket::open(dst).unwrap_or_else(|e| fail(e)), tx_batch: Default::default(), log, shared: snap, spin_ns: cfg.spin_ns, rt_priority },
+                Direction { cfg: dj.resolve().unwrap(), rx: RxRing::open(src).unwrap_or_else(|e| fail(e)), tx: PacketSocket::open(dst).unwrap_or_else(|e| fail(e)), tx_batch: Default::default(), log, shared: snap, spin_ns: cfg.spin_ns, rt_priority: cfg.rt_priority },
             ));
         }
         shared.push((l.name.clone(), pair[0].clone(), pair[1].clone()));

@@ -269,14 +269,3 @@ fn accounting_holds_under_random_traffic() {
         }
     }
 }
-
-#[test]
-fn only_a_rate_a_delay_or_jitter_keep_time() {
-    let q = || QueueConfig::DropTail(Limit::Packets(100));
-    assert!(!cfg(Rate::Unlimited, 0, q()).keeps_time());
-    assert!(cfg(Rate::Unlimited, 1, q()).keeps_time());
-    assert!(cfg(Rate::Constant { bps: 10_000_000 }, 0, q()).keeps_time());
-    assert!(cfg(Rate::Trace(Trace::parse("1\n").unwrap()), 0, q()).keeps_time());
-    let jitter_only = DirectionConfig { jitter: Duration(1), ..cfg(Rate::Unlimited, 0, q()) };
-    assert!(jitter_only.keeps_time());
-}

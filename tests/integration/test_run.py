@@ -72,7 +72,9 @@ def test_the_queue_fills_and_the_rtt_peaks_at_base_plus_queue(cs244, maxq):
 
 
 def test_fetches_take_longer_behind_a_longer_queue(cs244):
-    short, long = (cs244[q].summary["fetch_s"]["mean"] for q in (20, 100))
+    # Medians: a short queue drops SYNs now and then, and a fetch that waits out the 1 s SYN
+    # timeout (1.58 s among eight of 0.2-0.5 s in one run) moves a mean of nine by 0.15 s.
+    short, long = (cs244[q].summary["fetch_s"]["median"] for q in (20, 100))
     assert long > 1.4 * short
 
 

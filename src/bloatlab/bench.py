@@ -316,12 +316,13 @@ def cases(rates: list[int | None], delays: list[int], kernel_qdiscs: dict[str, b
                 why = "this kernel has no netem"
             elif rate and not kernel_qdiscs.get("htb"):
                 why = "this kernel has no htb"
-            repeat = rounds if rate is None and delay == 0 and rounds > 1 else 1
+            trio = rate is None and delay == 0
+            repeat = rounds if trio else 1
             for n in range(1, repeat + 1):
                 tag = n if repeat > 1 else None
                 out.append((Case("userspace", rate, delay, tag), None))
                 out.append((Case("kernel", rate, delay, tag), why))
-                if rate is None and delay == 0:
+                if trio:
                     out.append((Case("veth", rate, delay, tag), None))
     return out
 

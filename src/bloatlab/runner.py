@@ -331,8 +331,9 @@ class Run:
             summary["pings"] = {name: {**describe(rtts, RTT_STATS), "lost": lost}
                                 for name, (rtts, lost) in collected.per_ping.items()}
         self.dir.write_json("summary.json", summary)
-        self.warnings += datapath_lag_warnings(self._datapath_stats())
-        self.dir.write_json("run.json", self._run_json(complete, queue_sources))
+        datapath_stats = self._datapath_stats()
+        self.warnings += datapath_lag_warnings(datapath_stats)
+        self.dir.write_json("run.json", self._run_json(complete, queue_sources, datapath_stats))
 
         outcome = Outcome(self.dir.path, summary, complete, self.incomplete_reason, warnings=self.errors + self.warnings)
         if plots:
@@ -416,7 +417,8 @@ class Run:
                     out[link.direction_name(which)] = stats[which]
         return out
 
-    def _run_json(self, complete: bool, queue_sources: dict[str, str]) -> dict[str, Any]:
+    def _run_json(self, complete: bool, queue_sources: dict[str, str],
+                  datapath_stats: dict[str, dict[str, Any]]) -> dict[str, Any]:
         exp = self.exp
         topo = exp.topology.to_dict()
         backends = self.net.backends if self.net is not None else []
@@ -441,7 +443,7 @@ class Run:
             "network": self.net.name if self.net else None,
             "links": [{"name": link["name"], "ends": link["ends"], "backend": link.get("backend_used"),
                        "forward": link["forward"], "reverse": link["reverse"]} for link in topo["links"]],
-            "datapath_stats": self._datapath_stats(),
+            "datapath_stats": datapath_stats,
             "flows": flows,
             "probes": {"tcp": self.tcp_kind, "queue": queue_sources,
                        "tcp_lost_events": getattr(self.tcp, "lost_events", None)},

@@ -115,9 +115,9 @@ unsafe impl Send for RxRing {}
 const TPACKET_V2: libc::c_int = 1;
 const RING_FRAME_BYTES: usize = 2048;
 const RING_BLOCK_BYTES: usize = 1 << 16;
-/// 8192 frames: 50 ms of full-size frames at 1.3 Gbit/s, the longest a link thread demoted to
-/// normal priority was seen starved (sched.rs) at about the rate a slow start sends into a
-/// 1 Gbit/s link. 2048 bounded the queue an overloaded datapath hides in its ring (pings at
+/// 8192 frames: 50 ms of full-size frames at 2 Gbit/s, the longest a link thread demoted to
+/// normal priority was seen starved (sched.rs) at the rate a slow start sends into a 1 Gbit/s
+/// link. 2048 bounded the queue an overloaded datapath hides in its ring (pings at
 /// unlimited rate waited 5-22 ms rather than 10-44) but overran at 1 Gbit/s + 10 ms (256
 /// frames in one of nine runs); the run reports that lag instead (runner's lag warnings).
 const RING_BLOCKS: usize = 256;

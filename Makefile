@@ -13,6 +13,8 @@ PYTHON ?= $(shell for p in python3 python3.13 python3.12 python3.11; do \
 # cargo on PATH, else rustup's default place.
 CARGO ?= $(shell command -v cargo 2>/dev/null || { test -x $(HOME)/.cargo/bin/cargo && echo $(HOME)/.cargo/bin/cargo; })
 VENV ?= .venv
+# The oldest Rust that builds the datapath (rust-version in Cargo.toml).
+RUST_MIN := 78
 
 # command:Debian package, for the tools the experiments run.
 TOOLS := ip:iproute2 tc:iproute2 iperf3:iperf3 ping:iputils-ping curl:curl ethtool:ethtool
@@ -45,6 +47,9 @@ packages: ## apt-get install only what is missing (tools, python3-venv, cargo, a
 
 build: packages ## cargo build --release: target/release/bloatlab-link
 	@test -n "$(CARGO)" || { echo "build: no cargo on PATH or in ~/.cargo/bin" >&2; exit 1; }
+	@minor=$$($(CARGO) --version | sed -nE 's/^cargo 1\.([0-9]+).*/\1/p'); \
+	test -n "$$minor" && [ "$$minor" -ge $(RUST_MIN) ] || { echo "build: $$($(CARGO) --version) is too old:" \
+		"bloatlab-link needs Rust 1.$(RUST_MIN) or newer; install it with rustup (https://rustup.rs): Debian bookworm's is older" >&2; exit 1; }
 	$(CARGO) build --release
 
 venv: $(VENV)/.stamp ## .venv with bloatlab installed editable, plus the test extras

@@ -84,10 +84,11 @@ FEATURES: dict[str, str] = {
     "trace": "trace-driven rate",
     "queue_at_sender": "queue_at = sender",
 }
+# The same choices as links.kernel_needs, which builds the links (a unit test holds them equal).
 KERNEL_NEEDS: dict[str, tuple[str, ...]] = {
-    "rate": ("htb", "tbf"),
+    "rate": ("htb",),
     "delay": ("netem",),
-    "jitter": ("netem",),
+    "jitter": (),  # netem has jitter, but reorders packets with it
     "loss": ("netem",),
     "queue_droptail_packets": ("pfifo",),
     "queue_droptail_bytes": ("bfifo",),
@@ -101,6 +102,12 @@ KERNEL_NEEDS: dict[str, tuple[str, ...]] = {
     "queue_pie": ("pie",),
     "trace": (),
     "queue_at_sender": ("pfifo",),  # the userspace datapath sits between the ends: never there
+}
+# Why no kernel qdisc serves a feature (KERNEL_NEEDS empty).
+KERNEL_WHY_NOT = {
+    "jitter": "netem reorders packets under jitter",
+    "queue_red_packets": "Linux red counts bytes",
+    "trace": "no qdisc replays a trace",
 }
 # Features only the kernel backend serves, and why.
 KERNEL_ONLY = {"queue_at_sender": "bloatlab-link sits between the ends"}
@@ -407,7 +414,7 @@ def render(report: dict[str, Any], ascii_only: bool = False) -> str:
         if feature in KERNEL_ONLY:
             why = f"  (kernel only: {KERNEL_ONLY[feature]})"
         elif not needs:
-            why = "  (no kernel qdisc does this)"
+            why = f"  (no kernel qdisc does this: {KERNEL_WHY_NOT[feature]})"
         elif not kernel_ok:
             why = (f"  (needs {' or '.join(needs)})" if sandbox["netns"] and sandbox["veth"]
                    else "  (needs namespaces and veth)")

@@ -122,10 +122,33 @@ def test_up_exec_ls_down(tmp_path, names):
     assert bloatlab("exec", "tc1", "h2", "--", "cat", input="through\n").stdout == "through\n"
     assert "no host 'h9'" in one_line_error(bloatlab("exec", "tc1", "h9", "--", "true"))
     assert "exists already" in one_line_error(bloatlab("up", str(topo), "--name", "tc1"))
+    # A daemon started with exec has left exec's process tree; down must still end it.
+    pidfile = tmp_path / "iperf3.pid"
+    assert bloatlab("exec", "tc1", "h2", "--", "iperf3", "-s", "-D", "-I", str(pidfile)).returncode == 0
+    daemon = int(wait_for_text(pidfile))
+    assert not ended(daemon)
 
     down = bloatlab("down", "tc1")
     assert down.returncode == 0 and down.stdout == "network tc1 is down\n"
     assert traces("tc1") == []
+    assert ended(daemon)
+
+
+def wait_for_text(path: Path, timeout_s: float = 5.0) -> str:
+    deadline = time.monotonic() + timeout_s
+    while not (path.exists() and path.read_text().strip()):
+        assert time.monotonic() < deadline, f"{path} was never written"
+        time.sleep(0.05)
+    return path.read_text().strip()
+
+
+def ended(pid: int) -> bool:
+    """Gone, or a zombie waiting for a parent that is not ours to reap it (init, here)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return True
+    return stat.rsplit(")", 1)[1].split()[0] == "Z"
 
 
 @pytest.mark.netns

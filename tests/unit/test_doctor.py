@@ -1,8 +1,11 @@
 """render() and backend_support() on constructed reports: no root, no probing."""
 
 import re
+from pathlib import Path
 
 from bloatlab import doctor
+from bloatlab.links import kernel_needs
+from bloatlab.topology import DirectionSpec, QueueSpec
 
 
 def make_report(**overrides):
@@ -84,12 +87,49 @@ def test_backend_table_kernel_without_netem():
         ["✗", "✓", "(kernel", "only:", "bloatlab-link", "sits", "between", "the", "ends)"]
 
 
-def test_rate_needs_htb_or_tbf():
+def test_rate_needs_htb_as_the_kernel_backend_builds_it():
     qdiscs = dict.fromkeys(doctor.QDISC_PROBES, False)
-    qdiscs["tbf"] = True
-    assert make_report(qdiscs=qdiscs)["backends"]["kernel"]["rate"]
-    qdiscs["tbf"] = False
+    qdiscs["tbf"] = True  # tbf alone is not enough: the kernel backend shapes with htb
     assert not make_report(qdiscs=qdiscs)["backends"]["kernel"]["rate"]
+    qdiscs["htb"] = True
+    assert make_report(qdiscs=qdiscs)["backends"]["kernel"]["rate"]
+
+
+def test_jitter_is_never_the_kernels_even_with_netem():
+    report = make_report(qdiscs=dict.fromkeys(doctor.QDISC_PROBES, True))
+    assert report["backends"]["kernel"]["delay"] and not report["backends"]["kernel"]["jitter"]
+    assert "netem reorders packets under jitter" in table_row(doctor.render(report), "jitter")
+
+
+# One direction asking for each feature, and the field of links.kernel_needs that answers it.
+_RATE = 10_000_000
+FEATURE_SAMPLES = {
+    "rate": (DirectionSpec(rate_bps=_RATE), "rate_bps"),
+    "delay": (DirectionSpec(delay_ns=5_000_000), "delay_ns"),
+    "jitter": (DirectionSpec(delay_ns=5_000_000, jitter_ns=1_000_000), "jitter_ns"),
+    "loss": (DirectionSpec(loss=0.01), "loss"),
+    "queue_droptail_packets": (DirectionSpec(rate_bps=_RATE, queue=QueueSpec(packets=100)), "queue"),
+    "queue_droptail_bytes": (DirectionSpec(rate_bps=_RATE, queue=QueueSpec(packets=None, bytes=150_000)), "queue"),
+    "queue_drophead": (DirectionSpec(rate_bps=_RATE, queue=QueueSpec("drophead", packets=100)), "queue"),
+    "queue_codel": (DirectionSpec(rate_bps=_RATE, queue=QueueSpec("codel", packets=1000)), "queue"),
+    "queue_fq_codel": (DirectionSpec(rate_bps=_RATE, queue=QueueSpec("fq_codel", packets=10240)), "queue"),
+    "queue_red_bytes": (DirectionSpec(rate_bps=_RATE, queue=QueueSpec("red", packets=None, bytes=400_000)), "queue"),
+    "queue_red_packets": (DirectionSpec(rate_bps=_RATE, queue=QueueSpec("red", packets=1000)), "queue"),
+    "queue_pie": (DirectionSpec(rate_bps=_RATE, queue=QueueSpec("pie", packets=1000)), "queue"),
+    "trace": (DirectionSpec(trace=Path("cellular.trace")), "trace"),
+}
+
+
+def test_doctors_table_says_what_the_kernel_backend_builds():
+    assert set(FEATURE_SAMPLES) == set(doctor.FEATURES) - set(doctor.KERNEL_ONLY)
+    for feature, (direction, field) in FEATURE_SAMPLES.items():
+        needs = [n for n in kernel_needs(direction, "forward") if n.field.split(".")[1] == field]
+        assert needs, feature
+        qdiscs = tuple(n.qdisc for n in needs)
+        if None in qdiscs:
+            assert doctor.KERNEL_NEEDS[feature] == () and feature in doctor.KERNEL_WHY_NOT, feature
+        else:
+            assert doctor.KERNEL_NEEDS[feature] == qdiscs, feature
 
 
 def test_userspace_needs_binary():

@@ -136,7 +136,7 @@ fn loss_is_seeded_and_near_its_probability() {
         let mut p = Pipeline::new(&c, Instant(0));
         let mut kept = Vec::new();
         for t in 0..20_000u64 {
-            p.arrive(Instant(t), frame(100));
+            arrive(&mut p, t, 100);
             kept.extend(poll_at(&mut p, t).into_iter().map(|d| d.0));
         }
         (p.stats().drops.get(DropReason::Loss), kept)
@@ -154,10 +154,11 @@ fn jitter_stays_in_bounds_and_never_reorders() {
     // 5 ms apart, wider than the 4 ms jitter range: no clamping, so the bounds are exact.
     let mut p = Pipeline::new(&c, Instant(0));
     for i in 0..5_000u64 {
-        p.arrive(Instant(i * 5 * MS), frame(100));
+        arrive(&mut p, i * 5 * MS, 100);
     }
     let mut out = Vec::new();
     p.poll(Instant(5_000 * 5 * MS + 13 * MS), &mut out);
+    check_identity(&p);
     let delays: Vec<u64> = out.iter().map(|d| d.at.nanos() - d.packet.id * 5 * MS).collect();
     let (lo, hi) = (*delays.iter().min().unwrap(), *delays.iter().max().unwrap());
     assert!(lo >= 8 * MS && lo < 8 * MS + 10_000, "{lo}");
@@ -165,10 +166,11 @@ fn jitter_stays_in_bounds_and_never_reorders() {
     // Arrivals 1 us apart: jitter would reorder them; the delay line must not.
     let mut p = Pipeline::new(&c, Instant(0));
     for i in 0..1000 {
-        p.arrive(Instant(i * 1_000), frame(100));
+        arrive(&mut p, i * 1_000, 100);
     }
     out.clear();
     p.poll(Instant(20 * MS), &mut out);
+    check_identity(&p);
     assert_eq!(out.len(), 1000);
     assert!(out.windows(2).all(|w| w[0].packet.id < w[1].packet.id && w[0].at <= w[1].at));
 }
@@ -208,7 +210,7 @@ fn trace_rate_matches_its_average() {
     let trace = Trace::parse("1\n").unwrap();
     let mut p = Pipeline::new(&cfg(Rate::Trace(trace), 0, QueueConfig::DropTail(Limit::Packets(20_000))), Instant(0));
     for _ in 0..15_000 {
-        p.arrive(Instant(0), frame(1504));
+        arrive(&mut p, 0, 1504);
     }
     assert_eq!(poll_at(&mut p, 10_000 * MS).len(), 10_000);
 }

@@ -15,7 +15,7 @@ from bloatlab.cli import main
 from bloatlab.datapath import find_binary
 from bloatlab.errors import MachineError
 from bloatlab.network import ETC_NETNS, NETNS_PREFIXES, remove_network
-from bloatlab.state import RUN_DIR, load, process_alive
+from bloatlab.state import RUN_DIR, identify, load, process_alive
 
 SRC = Path(__file__).resolve().parents[2] / "src"
 
@@ -125,13 +125,13 @@ def test_up_exec_ls_down(tmp_path, names):
     # A daemon started with exec has left exec's process tree; down must still end it.
     pidfile = tmp_path / "iperf3.pid"
     assert bloatlab("exec", "tc1", "h2", "--", "iperf3", "-s", "-D", "-I", str(pidfile)).returncode == 0
-    daemon = int(wait_for_text(pidfile))
-    assert not ended(daemon)
+    daemon = identify(int(wait_for_text(pidfile)))
+    assert process_alive(*daemon)
 
     down = bloatlab("down", "tc1")
     assert down.returncode == 0 and down.stdout == "network tc1 is down\n"
     assert traces("tc1") == []
-    assert ended(daemon)
+    assert not process_alive(*daemon)
 
 
 def wait_for_text(path: Path, timeout_s: float = 5.0) -> str:
@@ -140,15 +140,6 @@ def wait_for_text(path: Path, timeout_s: float = 5.0) -> str:
         assert time.monotonic() < deadline, f"{path} was never written"
         time.sleep(0.05)
     return path.read_text().strip()
-
-
-def ended(pid: int) -> bool:
-    """Gone, or a zombie waiting for a parent that is not ours to reap it (init, here)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except FileNotFoundError:
-        return True
-    return stat.rsplit(")", 1)[1].split()[0] == "Z"
 
 
 @pytest.mark.netns

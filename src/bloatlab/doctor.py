@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from bloatlab import __version__
+from bloatlab.topology import DirectionSpec, QueueSpec
 
 TRACEFS = Path("/sys/kernel/tracing")
 TCP_PROBE_EVENT = "events/tcp/tcp_probe"
@@ -66,8 +67,7 @@ TOOLS: dict[str, tuple[list[str], str]] = {
     "ip": (["-V"], "iproute2"),
 }
 
-# Link features and, for the kernel backend, the qdiscs that serve each (any one suffices).
-# An empty tuple: the kernel has nothing for it.
+# Link features, as doctor's table of backends names them.
 FEATURES: dict[str, str] = {
     "rate": "rate",
     "delay": "delay",
@@ -84,31 +84,39 @@ FEATURES: dict[str, str] = {
     "trace": "trace-driven rate",
     "queue_at_sender": "queue_at = sender",
 }
-# The same choices as links.kernel_needs, which builds the links (a unit test holds them equal).
-KERNEL_NEEDS: dict[str, tuple[str, ...]] = {
-    "rate": ("htb",),
-    "delay": ("netem",),
-    "jitter": (),  # netem has jitter, but reorders packets with it
-    "loss": ("netem",),
-    "queue_droptail_packets": ("pfifo",),
-    "queue_droptail_bytes": ("bfifo",),
-    "queue_drophead": ("pfifo_head_drop",),
-    # The AQM qdiscs; links.kernel_needs says which of their settings the kernel backend
-    # refuses besides (docs/queues.md).
-    "queue_codel": ("codel",),
-    "queue_fq_codel": ("fq_codel",),
-    "queue_red_bytes": ("red",),
-    "queue_red_packets": (),  # Linux red counts bytes
-    "queue_pie": ("pie",),
-    "trace": (),
-    "queue_at_sender": ("pfifo",),  # the userspace datapath sits between the ends: never there
+# One link direction asking for each feature, and the field of links.kernel_needs that answers
+# it: the table shows what the kernel backend would build for these, so it cannot drift from it.
+_RATE = 10_000_000
+FEATURE_SAMPLES: dict[str, tuple[DirectionSpec, str]] = {
+    "rate": (DirectionSpec(rate_bps=_RATE), "rate_bps"),
+    "delay": (DirectionSpec(delay_ns=5_000_000), "delay_ns"),
+    "jitter": (DirectionSpec(delay_ns=5_000_000, jitter_ns=1_000_000), "jitter_ns"),
+    "loss": (DirectionSpec(loss=0.01), "loss"),
+    "queue_droptail_packets": (DirectionSpec(rate_bps=_RATE, queue=QueueSpec(packets=100)), "queue"),
+    "queue_droptail_bytes": (DirectionSpec(rate_bps=_RATE, queue=QueueSpec(packets=None, bytes=150_000)), "queue"),
+    "queue_drophead": (DirectionSpec(rate_bps=_RATE, queue=QueueSpec("drophead", packets=100)), "queue"),
+    "queue_codel": (DirectionSpec(rate_bps=_RATE, queue=QueueSpec("codel", packets=1000)), "queue"),
+    "queue_fq_codel": (DirectionSpec(rate_bps=_RATE, queue=QueueSpec("fq_codel", packets=10240)), "queue"),
+    "queue_red_bytes": (DirectionSpec(rate_bps=_RATE, queue=QueueSpec("red", packets=None, bytes=400_000)), "queue"),
+    "queue_red_packets": (DirectionSpec(rate_bps=_RATE, queue=QueueSpec("red", packets=1000)), "queue"),
+    "queue_pie": (DirectionSpec(rate_bps=_RATE, queue=QueueSpec("pie", packets=1000)), "queue"),
+    "trace": (DirectionSpec(trace=Path("cellular.trace")), "trace"),
 }
-# Why no kernel qdisc serves a feature (KERNEL_NEEDS empty).
-KERNEL_WHY_NOT = {
-    "jitter": "netem reorders packets under jitter",
-    "queue_red_packets": "Linux red counts bytes",
-    "trace": "no qdisc replays a trace",
-}
+
+
+@functools.cache
+def kernel_support() -> dict[str, tuple[tuple[str, ...], str]]:
+    """For each feature, the qdiscs the kernel backend builds for it (all needed), or none and why."""
+    from .links import kernel_needs  # links imports this module for its qdisc probe
+
+    table: dict[str, tuple[tuple[str, ...], str]] = {"queue_at_sender": (("pfifo",), "")}
+    for feature, (direction, field) in FEATURE_SAMPLES.items():
+        needs = [n for n in kernel_needs(direction, "forward") if n.field.split(".")[1] == field]
+        refused = next((n for n in needs if n.qdisc is None), None)
+        table[feature] = ((), refused.why_not) if refused else (tuple(n.qdisc for n in needs if n.qdisc), "")
+    return table
+
+
 # Features only the kernel backend serves, and why.
 KERNEL_ONLY = {"queue_at_sender": "bloatlab-link sits between the ends"}
 
@@ -269,8 +277,8 @@ def backend_support(report: dict[str, Any]) -> dict[str, dict[str, bool]]:
     qdiscs = report["qdiscs"]
     return {
         "userspace": {feature: userspace and feature not in KERNEL_ONLY for feature in FEATURES},
-        "kernel": {feature: links_possible and any(qdiscs.get(q) for q in KERNEL_NEEDS[feature])
-                   for feature in FEATURES},
+        "kernel": {feature: links_possible and bool(needs) and all(qdiscs.get(q) for q in needs)
+                   for feature, (needs, _) in kernel_support().items()},
     }
 
 
@@ -409,14 +417,14 @@ def render(report: dict[str, Any], ascii_only: bool = False) -> str:
     lines.append(f"  {'feature':<{_LABEL_WIDTH + 2}} {'userspace':<10} kernel")
     for feature, label in FEATURES.items():
         user_ok, kernel_ok = backends["userspace"][feature], backends["kernel"][feature]
-        needs = KERNEL_NEEDS[feature]
+        needs, why_not = kernel_support()[feature]
         why = ""
         if feature in KERNEL_ONLY:
             why = f"  (kernel only: {KERNEL_ONLY[feature]})"
         elif not needs:
-            why = f"  (no kernel qdisc does this: {KERNEL_WHY_NOT[feature]})"
+            why = f"  (no kernel qdisc does this: {why_not})"
         elif not kernel_ok:
-            why = (f"  (needs {' or '.join(needs)})" if sandbox["netns"] and sandbox["veth"]
+            why = (f"  (needs {' and '.join(needs)})" if sandbox["netns"] and sandbox["veth"]
                    else "  (needs namespaces and veth)")
         lines.append(f"  {label:<{_LABEL_WIDTH + 2}} {marks[user_ok]:<10} {marks[kernel_ok]}{why}")
     if not any(backends["userspace"].values()):

@@ -12,6 +12,7 @@ and `clean` find it again, also after a crash.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import os
@@ -147,11 +148,15 @@ class Network:
                                     "use a shorter node name", field=f"links[{index}].ends")
         return ports
 
+    @functools.cached_property
+    def _interface_names(self) -> list[tuple[str, str]]:
+        return interface_names(self.topology)
+
     def _end_ports(self, index: int) -> tuple[Port, Port]:
         """Link `index`'s interfaces in the namespaces of ends[0] and ends[1]."""
         link = self.topology.links[index]
         a, b = (Port(namespace(self.name, node), iface)
-                for node, iface in zip(link.ends, interface_names(self.topology)[index]))
+                for node, iface in zip(link.ends, self._interface_names[index]))
         return a, b
 
     def _in_middle(self, index: int) -> bool:

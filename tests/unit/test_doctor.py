@@ -1,11 +1,8 @@
 """render() and backend_support() on constructed reports: no root, no probing."""
 
 import re
-from pathlib import Path
 
 from bloatlab import doctor
-from bloatlab.links import kernel_needs
-from bloatlab.topology import DirectionSpec, QueueSpec
 
 
 def make_report(**overrides):
@@ -101,35 +98,24 @@ def test_jitter_is_never_the_kernels_even_with_netem():
     assert "netem reorders packets under jitter" in table_row(doctor.render(report), "jitter")
 
 
-# One direction asking for each feature, and the field of links.kernel_needs that answers it.
-_RATE = 10_000_000
-FEATURE_SAMPLES = {
-    "rate": (DirectionSpec(rate_bps=_RATE), "rate_bps"),
-    "delay": (DirectionSpec(delay_ns=5_000_000), "delay_ns"),
-    "jitter": (DirectionSpec(delay_ns=5_000_000, jitter_ns=1_000_000), "jitter_ns"),
-    "loss": (DirectionSpec(loss=0.01), "loss"),
-    "queue_droptail_packets": (DirectionSpec(rate_bps=_RATE, queue=QueueSpec(packets=100)), "queue"),
-    "queue_droptail_bytes": (DirectionSpec(rate_bps=_RATE, queue=QueueSpec(packets=None, bytes=150_000)), "queue"),
-    "queue_drophead": (DirectionSpec(rate_bps=_RATE, queue=QueueSpec("drophead", packets=100)), "queue"),
-    "queue_codel": (DirectionSpec(rate_bps=_RATE, queue=QueueSpec("codel", packets=1000)), "queue"),
-    "queue_fq_codel": (DirectionSpec(rate_bps=_RATE, queue=QueueSpec("fq_codel", packets=10240)), "queue"),
-    "queue_red_bytes": (DirectionSpec(rate_bps=_RATE, queue=QueueSpec("red", packets=None, bytes=400_000)), "queue"),
-    "queue_red_packets": (DirectionSpec(rate_bps=_RATE, queue=QueueSpec("red", packets=1000)), "queue"),
-    "queue_pie": (DirectionSpec(rate_bps=_RATE, queue=QueueSpec("pie", packets=1000)), "queue"),
-    "trace": (DirectionSpec(trace=Path("cellular.trace")), "trace"),
-}
-
-
 def test_doctors_table_says_what_the_kernel_backend_builds():
-    assert set(FEATURE_SAMPLES) == set(doctor.FEATURES) - set(doctor.KERNEL_ONLY)
-    for feature, (direction, field) in FEATURE_SAMPLES.items():
-        needs = [n for n in kernel_needs(direction, "forward") if n.field.split(".")[1] == field]
-        assert needs, feature
-        qdiscs = tuple(n.qdisc for n in needs)
-        if None in qdiscs:
-            assert doctor.KERNEL_NEEDS[feature] == () and feature in doctor.KERNEL_WHY_NOT, feature
-        else:
-            assert doctor.KERNEL_NEEDS[feature] == qdiscs, feature
+    # Derived from links.kernel_needs, one sample direction per feature: pinned here so that a
+    # change of what the kernel backend builds shows up as a change of doctor's table too.
+    assert set(doctor.kernel_support()) == set(doctor.FEATURES)
+    assert {feature: needs for feature, (needs, _) in doctor.kernel_support().items()} == {
+        "rate": ("htb",), "delay": ("netem",), "jitter": (), "loss": ("netem",),
+        "queue_droptail_packets": ("pfifo",), "queue_droptail_bytes": ("bfifo",),
+        "queue_drophead": ("pfifo_head_drop",), "queue_codel": ("codel",), "queue_fq_codel": ("fq_codel",),
+        "queue_red_bytes": ("red",), "queue_red_packets": (), "queue_pie": ("pie",), "trace": (),
+        "queue_at_sender": ("pfifo",),
+    }
+    why_not = {feature: why for feature, (needs, why) in doctor.kernel_support().items() if not needs}
+    assert why_not == {"jitter": "netem reorders packets under jitter",
+                       "queue_red_packets": "Linux red counts bytes and this queue is limited in packets",
+                       "trace": "no qdisc replays a trace"}
+    text = doctor.render(make_report())  # netem missing in the report
+    assert "needs netem" in table_row(text, "delay")
+    assert "no kernel qdisc does this: Linux red counts bytes" in table_row(text, "queue red (packets)")
 
 
 def test_userspace_needs_binary():

@@ -6,11 +6,13 @@
 pub mod pipeline;
 pub mod qdisc;
 pub mod rate;
+pub mod reason;
 pub mod rng;
 pub mod stats;
 pub mod time;
 pub mod wire;
 
 pub use pipeline::{DirectionConfig, Event, EventKind, Pipeline};
-pub use qdisc::{DropReason, MarkReason, Packet};
+pub use qdisc::Packet;
+pub use reason::{DropReason, MarkReason};
 pub use time::{Duration, Instant};

@@ -2,36 +2,7 @@
 
 use std::marker::PhantomData;
 
-use crate::qdisc::{DropReason, MarkReason};
-
-/// Why a packet was dropped or marked: the reasons are counted alike.
-pub trait Reason: Copy + 'static {
-    /// Every reason, in code order.
-    const ALL: &'static [Self];
-    fn name(self) -> &'static str;
-    /// 0-based, below ALL.len().
-    fn index(self) -> usize;
-}
-
-impl Reason for DropReason {
-    const ALL: &'static [Self] = &DropReason::ALL;
-    fn name(self) -> &'static str {
-        DropReason::name(self)
-    }
-    fn index(self) -> usize {
-        DropReason::index(self)
-    }
-}
-
-impl Reason for MarkReason {
-    const ALL: &'static [Self] = &MarkReason::ALL;
-    fn name(self) -> &'static str {
-        MarkReason::name(self)
-    }
-    fn index(self) -> usize {
-        MarkReason::index(self)
-    }
-}
+use crate::reason::{DropReason, MarkReason, Reason};
 
 const MAX_REASONS: usize = 16;
 const _: () = assert!(DropReason::COUNT <= MAX_REASONS && MarkReason::COUNT <= MAX_REASONS);

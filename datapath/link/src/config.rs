@@ -6,8 +6,9 @@ use std::path::PathBuf;
 use bloatlab_core::pipeline::DEFAULT_MAX_FRAME_BYTES;
 use bloatlab_core::qdisc::{CodelParams, FqCodelParams, Limit, PieParams, QueueConfig, RedParams};
 use bloatlab_core::rate::{Rate, Trace};
-use bloatlab_core::{DirectionConfig, Duration};
+use bloatlab_core::{DirectionConfig, DropReason, Duration, MarkReason};
 use serde::Deserialize;
+use serde_json::{json, Map, Value};
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -157,15 +158,11 @@ impl QueueJson {
         .into_iter()
         .filter_map(|(k, set)| set.then_some(k))
         .collect();
-        let allowed: &[&str] = match self.discipline.as_str() {
-            "droptail" | "drophead" => &[],
-            "codel" => &["target_ns", "interval_ns", "ecn", "mtu_bytes"],
-            "fq_codel" => &["target_ns", "interval_ns", "ecn", "mtu_bytes", "flows", "quantum_bytes", "memory_limit_bytes", "drop_batch"],
-            "red" => &["min", "max", "avpkt_bytes", "burst_pkts", "probability", "bandwidth_bps", "ecn", "harddrop", "adaptive", "gentle"],
-            "pie" => &["target_ns", "tupdate_ns", "alpha", "beta", "max_burst_ns", "ecn", "ecn_prob", "bytemode", "dq_rate_estimator", "mtu_bytes"],
-            other => return Err(format!("discipline: unknown discipline {other:?} (droptail, drophead, codel, fq_codel, red, pie)")),
+        let Some(defaults) = discipline_defaults(&self.discipline) else {
+            let names: Vec<&str> = DISCIPLINES.to_vec();
+            return Err(format!("discipline: unknown discipline {:?} ({})", self.discipline, names.join(", ")));
         };
-        if let Some(k) = given.iter().find(|k| !allowed.contains(k)) {
+        if let Some(k) = given.iter().find(|k| !defaults.contains_key(**k)) {
             return Err(format!("{k}: {} has no such parameter", self.discipline));
         }
         let codel = |d: CodelParams| CodelParams {
@@ -231,6 +228,61 @@ impl QueueJson {
         q.validate()?;
         Ok(q)
     }
+}
+
+/// The disciplines the datapath knows, in the order the docs list them.
+pub const DISCIPLINES: [&str; 6] = ["droptail", "drophead", "codel", "fq_codel", "red", "pie"];
+
+/// A discipline's parameters as the config names them, each with the core's default in the
+/// config's unit (null: derived from the limit or the link's rate). The keys are also what
+/// `QueueJson::resolve` accepts. bloatlab's catalogue of disciplines
+/// (src/bloatlab/spec/disciplines.py) declares the same; a test holds the two equal through
+/// `bloatlab-link --describe`.
+pub fn discipline_defaults(discipline: &str) -> Option<Map<String, Value>> {
+    let codel = |p: &CodelParams| {
+        json!({"target_ns": p.target.nanos(), "interval_ns": p.interval.nanos(), "ecn": p.ecn, "mtu_bytes": p.mtu_bytes})
+    };
+    let value = match discipline {
+        "droptail" | "drophead" => json!({}),
+        "codel" => codel(&CodelParams::default()),
+        "fq_codel" => {
+            let d = FqCodelParams::default();
+            let mut v = codel(&d.codel);
+            let extra = json!({"flows": d.flows, "quantum_bytes": d.quantum_bytes,
+                               "memory_limit_bytes": d.memory_limit_bytes, "drop_batch": d.drop_batch});
+            v.as_object_mut()?.extend(extra.as_object()?.clone());
+            v
+        }
+        "red" => {
+            let d = RedParams::default();
+            json!({"min": d.min, "max": d.max, "avpkt_bytes": d.avpkt_bytes, "burst_pkts": d.burst_pkts,
+                   "probability": d.probability, "bandwidth_bps": d.bandwidth_bps, "ecn": d.ecn,
+                   "harddrop": d.harddrop, "adaptive": d.adaptive, "gentle": d.gentle})
+        }
+        "pie" => {
+            let d = PieParams::default();
+            json!({"target_ns": d.target.nanos(), "tupdate_ns": d.tupdate.nanos(), "alpha": d.alpha, "beta": d.beta,
+                   "max_burst_ns": d.max_burst.nanos(), "ecn": d.ecn, "ecn_prob": d.ecn_prob, "bytemode": d.bytemode,
+                   "dq_rate_estimator": d.dq_rate_estimator, "mtu_bytes": d.mtu_bytes})
+        }
+        _ => return None,
+    };
+    value.as_object().cloned()
+}
+
+/// What the config takes and the stats and logs report: every discipline's parameters with
+/// their defaults, and the codes of the drop and mark reasons (`bloatlab-link --describe`).
+pub fn describe() -> Value {
+    let disciplines: Map<String, Value> =
+        DISCIPLINES.iter().map(|d| (d.to_string(), Value::Object(discipline_defaults(d).unwrap_or_default()))).collect();
+    let codes = |all: &mut dyn Iterator<Item = (u8, &'static str)>| -> Map<String, Value> {
+        all.map(|(code, name)| (code.to_string(), json!(name))).collect()
+    };
+    json!({
+        "disciplines": disciplines,
+        "drop_reasons": codes(&mut DropReason::ALL.iter().map(|r| (*r as u8, r.name()))),
+        "mark_reasons": codes(&mut MarkReason::ALL.iter().map(|r| (*r as u8, r.name()))),
+    })
 }
 
 impl Config {

@@ -21,6 +21,7 @@ pub use fq_codel::{FqCodel, FqCodelParams};
 pub use pie::{Pie, PieParams};
 pub use red::{Red, RedParams};
 
+pub use crate::reason::{DropReason, MarkReason};
 use crate::rng::Rng;
 use crate::stats::{DropCounts, MarkCounts};
 use crate::time::{Duration, Instant};
@@ -67,92 +68,6 @@ pub struct PacketInfo {
     pub len: u32,
     pub tag: u32,
     pub enqueued_at: Instant,
-}
-
-/// Why a packet was dropped. The discriminant is the code written to queue logs.
-#[repr(u8)]
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum DropReason {
-    /// The link's emulated random loss.
-    Loss = 1,
-    /// The queue was at its limit; the arriving packet was refused.
-    QueueFull = 2,
-    /// The queue was full; the oldest packet made room (drop-head).
-    HeadDrop = 3,
-    /// Larger than the link's largest frame (a super-frame that escaped offload settings).
-    Oversize = 4,
-    /// Shorter than an Ethernet header.
-    Runt = 5,
-    /// RED: the average queue was between the thresholds and the coin said drop.
-    RedEarly = 6,
-    /// RED: the average queue was above the maximum threshold (or harddrop).
-    RedForced = 7,
-    /// CoDel's control law (CoDel, or a flow of FQ-CoDel), sojourn above target for an interval.
-    Codel = 8,
-    /// PIE's random early drop.
-    PieEarly = 9,
-    /// FQ-CoDel over its packet or memory limit: a batch dropped from the fattest flow's head.
-    FqOverflow = 10,
-}
-
-impl DropReason {
-    pub const ALL: [DropReason; 10] = [
-        DropReason::Loss,
-        DropReason::QueueFull,
-        DropReason::HeadDrop,
-        DropReason::Oversize,
-        DropReason::Runt,
-        DropReason::RedEarly,
-        DropReason::RedForced,
-        DropReason::Codel,
-        DropReason::PieEarly,
-        DropReason::FqOverflow,
-    ];
-    pub const COUNT: usize = Self::ALL.len();
-
-    pub fn name(self) -> &'static str {
-        match self {
-            DropReason::Loss => "loss",
-            DropReason::QueueFull => "queue_full",
-            DropReason::HeadDrop => "head_drop",
-            DropReason::Oversize => "oversize",
-            DropReason::Runt => "runt",
-            DropReason::RedEarly => "red_early",
-            DropReason::RedForced => "red_forced",
-            DropReason::Codel => "codel",
-            DropReason::PieEarly => "pie_early",
-            DropReason::FqOverflow => "fq_overflow",
-        }
-    }
-    pub fn index(self) -> usize {
-        self as usize - 1
-    }
-}
-
-/// Why a packet was marked Congestion Experienced instead of dropped (it was ECN-capable).
-#[repr(u8)]
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum MarkReason {
-    RedEarly = 1,
-    RedForced = 2,
-    Codel = 3,
-    Pie = 4,
-}
-
-impl MarkReason {
-    pub const ALL: [MarkReason; 4] = [MarkReason::RedEarly, MarkReason::RedForced, MarkReason::Codel, MarkReason::Pie];
-    pub const COUNT: usize = Self::ALL.len();
-    pub fn name(self) -> &'static str {
-        match self {
-            MarkReason::RedEarly => "red_early",
-            MarkReason::RedForced => "red_forced",
-            MarkReason::Codel => "codel",
-            MarkReason::Pie => "pie",
-        }
-    }
-    pub fn index(self) -> usize {
-        self as usize - 1
-    }
 }
 
 /// A packet a discipline decided to drop, and why.

@@ -19,7 +19,7 @@ RUST_MIN := 78
 # command:Debian package, for the tools the experiments run.
 TOOLS := ip:iproute2 tc:iproute2 iperf3:iperf3 ping:iputils-ping curl:curl ethtool:ethtool
 
-.PHONY: help setup packages build venv test demo bench clean
+.PHONY: help setup packages build venv test demo bench docs clean
 
 help: ## list the targets
 	@grep -E '^[a-z]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/^([a-z]+):.*## /\1\t/' \
@@ -63,8 +63,9 @@ $(VENV)/.stamp: pyproject.toml | packages
 
 # The report tests open report.html in headless Chromium: only `make test` needs it.
 test: TOOLS += chromium:chromium
-test: setup ## cargo test, then pytest (integration tests need root and namespaces)
+test: setup ## cargo test, the layers' import contract (lint-imports), then pytest (root for namespaces)
 	$(CARGO) test --workspace
+	$(VENV)/bin/lint-imports
 	@rc=0; $(VENV)/bin/python -m pytest -q tests || rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "make test: pytest collected no tests; that is a failure" >&2; exit 1; fi; \
 	exit $$rc
@@ -78,6 +79,9 @@ demo: setup ## the CS244 experiment at maxq 20 and 100 (60 s each): aggregate, p
 	@$(VENV)/bin/bloatlab compare $(DEMO_OUT)/cs244/maxq=20/rep1 $(DEMO_OUT)/cs244/maxq=100/rep1
 	@echo; echo "the report (open it in a browser): $(CURDIR)/$(DEMO_OUT)/cs244/report.html"
 	@echo "plots: $(CURDIR)/$(DEMO_OUT)/cs244/plots/   data: aggregate.csv, series.csv.gz (docs/sweeps.md)"
+
+docs: venv ## rewrite the tables of docs/queues.md from the catalogue of disciplines
+	$(VENV)/bin/python -m bloatlab.cli.queues docs/queues.md
 
 bench: setup ## the link benchmark: bloatlab bench link
 	$(VENV)/bin/bloatlab bench link

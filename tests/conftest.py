@@ -48,7 +48,7 @@ def _no_namespace_left_behind():
 
 # Synthetic results directories ------------------------------------------------------------
 
-from bloatlab.aggregate import write_aggregate  # noqa: E402 (after the sys.path fix above)
+from bloatlab.analysis.aggregate import write_aggregate
 
 DURATION_S = 10
 # Text a report must escape: it would run as script, or break a table, if it were not.

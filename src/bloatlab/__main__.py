@@ -1,5 +1,5 @@
 """`python -m bloatlab`: the same as the `bloatlab` command."""
 
-from .cli import main
+from bloatlab.cli.main import main
 
 raise SystemExit(main())

@@ -1,5 +1,7 @@
 """Errors a user can cause and fix. The CLI prints them as one line and exits 2."""
 
+import json
+
 
 class BloatlabError(Exception):
     """A problem the user can fix. `field` names the input at fault (e.g. "links[1].rate")."""
@@ -21,3 +23,11 @@ class SpecError(BloatlabError):
 
 class MachineError(BloatlabError):
     """The machine lacks something a request needs (root, a qdisc, a tool)."""
+
+
+def show(value: object) -> str:
+    """A TOML value as the user would recognise it, on one line ("10 mbps" keeps its quotes)."""
+    try:
+        return json.dumps(value, ensure_ascii=False)
+    except (TypeError, ValueError):  # dates and times from TOML
+        return str(value)

@@ -2,9 +2,9 @@
 
 import pytest
 
-from bloatlab.datapath import find_binary
+from bloatlab import binaries
 from bloatlab.errors import MachineError
-from bloatlab.network import leftovers, remove_network
+from bloatlab.testbed.network import leftovers, remove_network
 
 
 @pytest.fixture
@@ -26,6 +26,6 @@ def names():
 @pytest.fixture
 def datapath_binary():
     try:
-        return find_binary()
+        return binaries.find("bloatlab-link")
     except MachineError:
         pytest.skip("bloatlab-link is not built (make setup)")

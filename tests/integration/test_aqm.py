@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from bloatlab.runner import run_experiment
-from bloatlab.spec import load_preset, parse_experiment, sweep_axes
+from bloatlab.lab.run import run_experiment
+from bloatlab.specs.experiment import load_preset, parse_experiment, sweep_axes
 
 pytestmark = pytest.mark.netns
 

@@ -15,11 +15,11 @@ from pathlib import Path
 
 import pytest
 
-from bloatlab import netns
-from bloatlab.datapath import find_binary
+from bloatlab import binaries
 from bloatlab.errors import MachineError
-from bloatlab.network import ETC_NETNS, remove_network
-from bloatlab.state import RUN_DIR
+from bloatlab.testbed import netns
+from bloatlab.testbed.network import ETC_NETNS, remove_network
+from bloatlab.testbed.state import RUN_DIR
 
 REPO = Path(__file__).resolve().parents[2]
 BLOATLAB = Path(sys.executable).with_name("bloatlab")  # the venv's entry point, as a user runs it
@@ -146,7 +146,7 @@ def test_up_of_a_bad_topology(tmp_path, name, text, field, says, files):
 
 @pytest.mark.netns
 def test_up_of_a_kernel_link_with_delay_on_a_kernel_without_netem(tmp_path, name):
-    from bloatlab.links import available_qdiscs
+    from bloatlab.testbed.capabilities import kernel_qdiscs as available_qdiscs
 
     if available_qdiscs().get("netem"):
         pytest.skip("this kernel has netem")
@@ -181,7 +181,7 @@ def test_up_of_a_file_that_is_not_a_topology(tmp_path, name, text, says):
 @pytest.fixture(scope="module")
 def datapath_binary() -> Path:
     try:
-        return find_binary()
+        return binaries.find("bloatlab-link")
     except MachineError:
         pytest.skip("bloatlab-link is not built (make setup)")
 

@@ -10,12 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from bloatlab import netns
-from bloatlab.cli import main
-from bloatlab.datapath import find_binary
+from bloatlab import binaries
+from bloatlab.cli.main import main
 from bloatlab.errors import MachineError
-from bloatlab.network import ETC_NETNS, NETNS_PREFIXES, remove_network
-from bloatlab.state import RUN_DIR, identify, load, process_alive
+from bloatlab.proc import identify, alive as process_alive
+from bloatlab.testbed import netns
+from bloatlab.testbed.network import ETC_NETNS, NETNS_PREFIXES, remove_network
+from bloatlab.testbed.state import RUN_DIR, load
 
 SRC = Path(__file__).resolve().parents[2] / "src"
 
@@ -96,7 +97,7 @@ def test_unknown_networks_and_bad_names(tmp_path):
 
 @pytest.mark.netns
 def test_a_kernel_link_this_kernel_cannot_serve_is_refused_up_front(tmp_path, names):
-    from bloatlab.links import available_qdiscs
+    from bloatlab.testbed.capabilities import kernel_qdiscs as available_qdiscs
 
     if available_qdiscs().get("netem"):
         pytest.skip("this kernel has netem")
@@ -145,7 +146,7 @@ def wait_for_text(path: Path, timeout_s: float = 5.0) -> str:
 @pytest.mark.netns
 def test_the_datapath_outlives_up_and_down_stops_it(tmp_path, names):
     try:
-        find_binary()
+        binaries.find("bloatlab-link")
     except MachineError:
         pytest.skip("bloatlab-link is not built (make setup)")
     topo = write_topology(tmp_path / "t.toml", backend="userspace", delay="1ms")
@@ -222,7 +223,7 @@ def test_clean_removes_what_a_killed_up_left(tmp_path, names):
         return
     datapath = None
     try:
-        find_binary()
+        binaries.find("bloatlab-link")
         up = bloatlab("up", str(write_topology(tmp_path / "u.toml", backend="userspace")), "--name", names("tc6"))
         assert up.returncode == 0, up.stderr
         datapath = load("tc6").datapath

@@ -20,22 +20,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bloatlab import netns
-from bloatlab.datapath import (
-    DROP_REASONS,
-    KIND_DEQUEUE,
-    KIND_DROP,
-    KIND_ENQUEUE,
-    QLOG_RECORD_BYTES,
-    direction_config,
-    find_binary,
-    read_qlog,
-    write_config,
-)
+from bloatlab import proc
+from bloatlab import binaries
 from bloatlab.errors import MachineError
-from bloatlab.links import Port, veth_pair
-from bloatlab.state import process_alive, process_starttime, terminate
-from bloatlab.topology import MTU_FRAME_BYTES, DirectionSpec, QueueSpec
+from bloatlab.proc import alive as process_alive, starttime as process_starttime, terminate
+from bloatlab.specs.disciplines import MTU_FRAME_BYTES
+from bloatlab.specs.model import DirectionSpec, QueueSpec
+from bloatlab.testbed import netns
+from bloatlab.testbed.datapath import DROP_REASONS, KIND_DEQUEUE, KIND_DROP, KIND_ENQUEUE, QLOG_RECORD_BYTES, direction_config, read_qlog, write_config
+from bloatlab.testbed.links.base import Port
 
 pytestmark = pytest.mark.netns
 
@@ -92,7 +85,7 @@ class Wire:
             time.sleep(0.01)
 
     def ping(self, *args: str, check: bool = True) -> subprocess.CompletedProcess:
-        result = subprocess.run(netns.exec_argv(self.a, ["ping", "-n", *args, B_ADDR]),
+        result = subprocess.run(proc.in_namespace(self.a, ["ping", "-n", *args, B_ADDR]),
                                 capture_output=True, text=True, timeout=20)
         assert not check or result.returncode == 0, result.stdout + result.stderr
         return result
@@ -115,7 +108,7 @@ def wait_until_up(ports: list[Port], timeout_s: float = 5.0) -> None:
 @pytest.fixture
 def binary() -> Path:
     try:
-        return find_binary()
+        return binaries.find("bloatlab-link")
     except MachineError:
         pytest.skip("bloatlab-link is not built (make setup)")
 
@@ -133,7 +126,7 @@ def wire(binary, tmp_path):
         netns.sysctl(dp, "net.ipv6.conf.default.disable_ipv6", 1)
         ports = []
         for host, addr, dp_iface in ((a, A_ADDR, "la"), (b, B_ADDR, "lb")):
-            veth_pair(Port(host, "eth0"), Port(dp, dp_iface))
+            netns.veth_pair(host, "eth0", dp, dp_iface)
             netns.offloads_off(host, "eth0")
             netns.offloads_off(dp, dp_iface)
             netns.ip(dp, "link", "set", dp_iface, "promisc", "on", "up")
@@ -228,10 +221,10 @@ def idle_entries() -> dict[str, int]:
 
 
 def test_while_frames_flow_idle_cpus_poll(wire, started):
-    proc = subprocess.Popen(wire.argv(IDLE_LINK), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+    child = subprocess.Popen(wire.argv(IDLE_LINK), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
-    started(proc.pid)
-    wire.wait_ready(proc.pid)
+    started(child.pid)
+    wire.wait_ready(child.pid)
     assert wire.stats()["cpu_latency"]["bound_us"] == 0
     wire.ping("-c", "5", "-i", "0.02", "-W", "2")
     time.sleep(0.3)  # the main thread looks every 50 ms, and reports every 200 ms
@@ -257,22 +250,22 @@ def assert_flushed_whole(log: np.ndarray, final: dict) -> None:
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
 def test_a_signal_stops_it_cleanly(wire, started, sig):
     since_ns = time.monotonic_ns()
-    proc = subprocess.Popen(wire.argv(IDLE_LINK), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+    child = subprocess.Popen(wire.argv(IDLE_LINK), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
-    started(proc.pid)
-    wire.wait_ready(proc.pid)
+    started(child.pid)
+    wire.wait_ready(child.pid)
     pings = 10
     assert f"{pings} received" in wire.ping("-c", str(pings), "-i", "0.02", "-W", "2").stdout
 
-    proc.send_signal(sig)
+    child.send_signal(sig)
     sent = time.monotonic()
-    stdout, stderr = proc.communicate(timeout=2)
+    stdout, stderr = child.communicate(timeout=2)
     assert time.monotonic() - sent < 2.0
-    assert proc.returncode == 0 and stdout == "" and stderr == "", (proc.returncode, stdout, stderr)
+    assert child.returncode == 0 and stdout == "" and stderr == "", (child.returncode, stdout, stderr)
     until_ns = time.monotonic_ns()
 
     stats = wire.stats()
-    assert stats["running"] is False and stats["pid"] == proc.pid
+    assert stats["running"] is False and stats["pid"] == child.pid
     for which, at_least in (("forward", pings), ("reverse", pings)):  # echo requests, echo replies
         log = wire.qlog(which)
         assert set(np.unique(log["kind"])) <= {KIND_ENQUEUE, KIND_DEQUEUE, KIND_DROP}, which
@@ -285,16 +278,16 @@ def test_a_signal_stops_it_cleanly(wire, started, sig):
 
 def test_queue_log_obeys_the_physics_of_a_full_droptail_queue(wire, started):
     limit_pkts, rate_bps = 20, 10 * MBIT
-    proc = subprocess.Popen(wire.argv(DirectionSpec(rate_bps=rate_bps, queue=QueueSpec(packets=limit_pkts))),
+    child = subprocess.Popen(wire.argv(DirectionSpec(rate_bps=rate_bps, queue=QueueSpec(packets=limit_pkts))),
                             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    started(proc.pid)
-    wire.wait_ready(proc.pid)
+    started(child.pid)
+    wire.wait_ready(child.pid)
     wire.ping("-c", "1", "-W", "2")  # ARP first, so the flood starts at once
     # 1472 bytes of ICMP payload make full 1514-byte frames; 40 in flight overrun 20 places.
     wire.ping("-f", "-l", "40", "-s", "1472", "-c", "400", "-w", "5", check=False)
-    proc.send_signal(signal.SIGTERM)
-    proc.communicate(timeout=2)
-    assert proc.returncode == 0
+    child.send_signal(signal.SIGTERM)
+    child.communicate(timeout=2)
+    assert child.returncode == 0
 
     log = wire.qlog("forward")
     assert_flushed_whole(log, wire.stats()["links"][LINK]["forward"])  # also under load

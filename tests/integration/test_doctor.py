@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from bloatlab import doctor
+from bloatlab.lab import doctor
+from bloatlab.testbed import capabilities
 
 pytestmark = [pytest.mark.netns,
               pytest.mark.skipif(os.geteuid() != 0, reason="needs root for network namespaces")]
@@ -37,24 +38,24 @@ def test_collect_probes_namespaces_and_qdiscs():
 
 
 def test_kernel_qdiscs_matches_collect_and_is_cached():
-    qdiscs = doctor.kernel_qdiscs()
-    assert doctor.kernel_qdiscs() is qdiscs
+    qdiscs = capabilities.kernel_qdiscs()
+    assert capabilities.kernel_qdiscs() is qdiscs
     assert qdiscs == {kind: bool(v) for kind, v in doctor.collect()["qdiscs"].items()}
     assert doctor_namespaces() == []
 
 
 def test_rendered_report_lists_every_qdisc():
     text = doctor.render(doctor.collect())
-    for kind in doctor.QDISC_PROBES:
+    for kind in capabilities.QDISC_PROBES:
         assert any(line.split()[1:2] == [kind] for line in text.splitlines()), kind
 
 
 def test_mounts_tracefs_when_missing():
     # Unmount tracefs only inside a private mount namespace: the host's mount is untouched.
-    src = Path(doctor.__file__).resolve().parents[1]
+    src = Path(doctor.__file__).resolve().parents[2]
     script = ("umount /sys/kernel/tracing 2>/dev/null || exit 77; "
               "grep -q ' /sys/kernel/tracing tracefs ' /proc/self/mounts && exit 77; "
-              f"exec {sys.executable} -c 'import json; from bloatlab import doctor; "
+              f"exec {sys.executable} -c 'import json; from bloatlab.lab import doctor; "
               "print(json.dumps(doctor._probe_tracefs(True)))'")
     run = subprocess.run(["unshare", "--mount", "--propagation", "private", "sh", "-c", script],
                          capture_output=True, text=True, timeout=30,

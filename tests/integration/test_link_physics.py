@@ -21,12 +21,14 @@ from pathlib import Path
 
 import pytest
 
-from bloatlab.bench import TCP_BUFFERS
-from bloatlab.datapath import KIND_DEQUEUE, KIND_DROP, KIND_ENQUEUE, find_binary, read_qlog
+from bloatlab import binaries
 from bloatlab.errors import MachineError
-from bloatlab.network import Network
-from bloatlab.parsers import IperfResult, PingReply, parse_iperf3, parse_ping_replies, parse_ping_summary
-from bloatlab.topology import DirectionSpec, HostSpec, LinkSpec, QueueSpec, SwitchSpec, Topology, parse_topology
+from bloatlab.experiment.parsers import IperfResult, PingReply, parse_iperf3, parse_ping_replies, parse_ping_summary
+from bloatlab.lab.bench import TCP_BUFFERS
+from bloatlab.specs.model import DirectionSpec, HostSpec, LinkSpec, QueueSpec, SwitchSpec, Topology
+from bloatlab.specs.topology import parse_topology
+from bloatlab.testbed.datapath import KIND_DEQUEUE, KIND_DROP, KIND_ENQUEUE, read_qlog
+from bloatlab.testbed.network import Network
 
 pytestmark = pytest.mark.netns
 
@@ -54,7 +56,7 @@ def two_hosts(seed: int = 1, **direction) -> Topology:
 @pytest.fixture(autouse=True)
 def _datapath_binary():
     try:
-        find_binary()
+        binaries.find("bloatlab-link")
     except MachineError:
         pytest.skip("bloatlab-link is not built (make setup)")
 
@@ -62,14 +64,14 @@ def _datapath_binary():
 # Measuring ---------------------------------------------------------------------------------
 
 def ping(net: Network, src: str, dst: str, *args: str, timeout_s: float = 30) -> str:
-    out = net.exec(src, ["ping", "-n", *args, dst], capture_output=True, text=True, timeout=timeout_s)
+    out = net.exec(src, ["ping", "-n", *args, dst], timeout_s=timeout_s)
     return out.stdout
 
 
 def warm_up(net: Network, src: str = "h1", dst: str = "10.0.0.2", tries: int = 10) -> None:
     """Resolve ARP (and warm caches) before measuring: one reply is enough."""
     for _ in range(tries):
-        if net.exec(src, ["ping", "-n", "-c", "1", "-W", "1", dst], capture_output=True).returncode == 0:
+        if net.exec(src, ["ping", "-n", "-c", "1", "-W", "1", dst]).returncode == 0:
             return
     raise AssertionError(f"{src} never got a reply from {dst}")
 
@@ -83,8 +85,7 @@ def idle_min_rtt_ms(net: Network, count: int = 30) -> float:
 def wait_listening(net: Network, host: str, port: int, udp: bool = False, timeout_s: float = 5.0) -> None:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        out = net.exec(host, ["ss", "-Hlun" if udp else "-Hltn", f"sport = :{port}"],
-                       capture_output=True, text=True).stdout
+        out = net.exec(host, ["ss", "-Hlun" if udp else "-Hltn", f"sport = :{port}"]).stdout
         if out.strip():
             return
         time.sleep(0.05)
@@ -102,8 +103,7 @@ def iperf_with_pings(net: Network, iperf_args: list[str], ping_interval_s: float
         if ping_interval_s is not None:
             pinger = net.popen("h1", ["ping", "-n", "-i", str(ping_interval_s), "-w", str(int(total_s) + 1),
                                       net.address("h2")], stdout=subprocess.PIPE, text=True)
-        out = net.exec("h1", ["iperf3", "-c", net.address("h2"), "-p", str(IPERF_PORT), "-J", *iperf_args],
-                       capture_output=True, text=True, timeout=total_s + 30)
+        out = net.exec("h1", ["iperf3", "-c", net.address("h2"), "-p", str(IPERF_PORT), "-J", *iperf_args], timeout_s=total_s + 30)
         result = parse_iperf3(out.stdout)
         replies = parse_ping_replies(pinger.communicate(timeout=total_s + 10)[0]) if pinger else []
         return result, replies
@@ -254,7 +254,7 @@ def one_way_delay_ms(net: Network, src: str, dst: str, count: int = 30, port: in
     try:
         wait_listening(net, dst, port, udp=True)
         net.exec(src, [sys.executable, "-c", ONE_WAY_DELAY, "send", str(port), str(count), net.address(dst)],
-                 check=True, timeout=30)
+                 check=True, timeout_s=30)
         min_ms, received = receiver.communicate(timeout=10)[0].split()
     finally:
         if receiver.poll() is None:
@@ -467,7 +467,7 @@ def test_garbage_frames_never_crash_the_datapath(names):
     with Network(two_hosts(queue=QueueSpec(packets=1000)), names("phy-junk")) as net:
         warm_up(net)
         before = link_stats(net)["forward"]
-        sent = net.exec("h1", [sys.executable, "-c", GARBAGE], capture_output=True, text=True, timeout=30)
+        sent = net.exec("h1", [sys.executable, "-c", GARBAGE], timeout_s=30)
         assert sent.returncode == 0, sent.stderr
         report = json.loads(sent.stdout)
         fwd = link_stats(net)["forward"]
@@ -507,7 +507,7 @@ def test_super_frames_are_dropped_as_oversize_never_passed(names, tmp_path):
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             time.sleep(0.5)
             net.exec("h1", ["ethtool", "-K", "h1-eth0", "tso", "on", "gso", "on", "sg", "on", "tx", "on"],
-                     check=True, capture_output=True)
+                     check=True)
             time.sleep(1.5)  # the flow stalls now (its frames are dropped), which is fine
         finally:
             for proc in (client, server):
@@ -541,8 +541,7 @@ def link_local_address(net: Network, host: str, timeout_s: float = 4.0) -> str:
     then it is "tentative" and can neither answer nor be a source (about 1 to 2 s after up)."""
     deadline = time.monotonic() + timeout_s
     while True:
-        info = json.loads(net.exec(host, ["ip", "-6", "-j", "addr", "show", "dev", f"{host}-eth0"],
-                                   capture_output=True, text=True, check=True).stdout)
+        info = json.loads(net.exec(host, ["ip", "-6", "-j", "addr", "show", "dev", f"{host}-eth0"], check=True).stdout)
         local = [a for link in info for a in link.get("addr_info", [])
                  if a.get("scope") == "link" and a.get("family") == "inet6"]
         if local and not local[0].get("tentative"):
@@ -555,8 +554,7 @@ def test_ipv6_neighbour_discovery_crosses_the_link(names):
     with Network(two_hosts(delay_ns=1 * MS, queue=QueueSpec(packets=100)), names("phy-ipv6")) as net:
         address = link_local_address(net, "h2")
         link_local_address(net, "h1")  # the echo request's source address must be usable too
-        out = net.exec("h1", ["ping", "-6", "-n", "-c", "3", "-i", "0.2", "-W", "2", f"{address}%h1-eth0"],
-                       capture_output=True, text=True, timeout=20)
+        out = net.exec("h1", ["ping", "-6", "-n", "-c", "3", "-i", "0.2", "-W", "2", f"{address}%h1-eth0"], timeout_s=20)
     # Neighbour solicitation (to a multicast MAC) and advertisement cross the datapath like
     # any frame; then the echoes do, 1 ms each way.
     assert out.returncode == 0, out.stdout + out.stderr
@@ -588,7 +586,7 @@ def test_a_switch_joins_two_userspace_links(names):
 # 12. Against the kernel's own qdiscs -----------------------------------------------------------
 
 def test_the_kernel_backend_agrees_on_goodput_and_a_full_queue(names):
-    from bloatlab.links import available_qdiscs
+    from bloatlab.testbed.capabilities import kernel_qdiscs as available_qdiscs
 
     if not all(available_qdiscs().get(q) for q in ("htb", "pfifo")):
         pytest.skip("this kernel has no htb or pfifo")

@@ -7,13 +7,15 @@ import time
 
 import pytest
 
-from bloatlab import netns
-from bloatlab.datapath import KIND_DEQUEUE, KIND_ENQUEUE, read_qlog
 from bloatlab.errors import BloatlabError, MachineError
-from bloatlab.links import KernelBackend, Port, available_qdiscs
-from bloatlab.network import Network, leftovers
-from bloatlab.state import process_alive
-from bloatlab.topology import DirectionSpec, HostSpec, LinkSpec, QueueSpec, SwitchSpec, Topology
+from bloatlab.proc import alive as process_alive
+from bloatlab.specs.model import DirectionSpec, HostSpec, LinkSpec, QueueSpec, SwitchSpec, Topology
+from bloatlab.testbed import netns
+from bloatlab.testbed.capabilities import kernel_qdiscs as available_qdiscs
+from bloatlab.testbed.datapath import KIND_DEQUEUE, KIND_ENQUEUE, read_qlog
+from bloatlab.testbed.links.base import Port
+from bloatlab.testbed.links.kernel import KernelBackend
+from bloatlab.testbed.network import Network, leftovers
 
 pytestmark = pytest.mark.netns
 
@@ -28,8 +30,7 @@ def topology(*links_: LinkSpec, switches=()) -> Topology:
 
 
 def ping(net: Network, src: str, dst: str, count: int = 5, size: int = 56) -> list[float]:
-    out = net.exec(src, ["ping", "-n", "-c", str(count), "-i", "0.05", "-s", str(size), "-W", "2", dst],
-                   capture_output=True, text=True, timeout=15)
+    out = net.exec(src, ["ping", "-n", "-c", str(count), "-i", "0.05", "-s", str(size), "-W", "2", dst], timeout_s=15)
     assert out.returncode == 0, out.stdout + out.stderr
     return [float(t) for t in re.findall(r"time=([\d.]+) ms", out.stdout)]
 
@@ -68,7 +69,7 @@ def test_kernel_link_pings_by_name_and_shapes_to_its_rate(names):
         assert (port.ns, port.iface) == ("bloatlab.tk1._dp", "l0b")
         qdiscs = subprocess.run(["tc", "-n", port.ns, "qdisc", "show", "dev", port.iface], capture_output=True, text=True).stdout
         assert "qdisc htb 1: root" in qdiscs and "pfifo 10: parent 1:1 limit 100p" in qdiscs
-        own = net.exec("h1", ["tc", "qdisc", "show", "dev", "h1-eth0"], capture_output=True, text=True).stdout
+        own = net.exec("h1", ["tc", "qdisc", "show", "dev", "h1-eth0"]).stdout
         assert "htb" not in own and "pfifo" not in own
         # Cubic fills a router's queue to its limit: TCP small queues on h1 do not reach it
         # (on h1's own interface they kept it near empty), and it holds frames, not GSO packets.
@@ -103,7 +104,7 @@ def test_switch_joins_hosts_and_down_leaves_nothing(names):
     assert sorted(leftovers("tk2")) == sorted(
         [f"bloatlab.tk2.{n}" for n in ("h1", "h2", "h3", "s0", "_dp")]
         + [f"/etc/netns/bloatlab.tk2.{h}" for h in ("h1", "h2", "h3")] + ["/run/bloatlab/tk2"])
-    ports = net.exec("s0", ["ip", "-o", "link", "show", "master", "br0"], capture_output=True, text=True).stdout
+    ports = net.exec("s0", ["ip", "-o", "link", "show", "master", "br0"]).stdout
     assert {"s0-eth0", "s0-eth1", "s0-eth2"} <= set(re.findall(r"s0-eth\d", ports))
     assert ping(net, "h3", "h1", count=2) and ping(net, "h2", "h3", count=2)
     sleeper = net.popen("h1", ["sleep", "60"])  # down() must end what runs in the network
@@ -193,8 +194,8 @@ def test_userspace_link_delays_and_carries_arp(names, datapath_binary, tmp_path)
         rtts = ping(net, "h1", "h2", count=10)
         # 5 ms each way plus a 98-byte frame's 78 us at 10 Mbit/s each way.
         assert 10.0 <= min(rtts) <= 10.5, rtts
-        neigh = net.exec("h1", ["ip", "neigh", "show", "10.0.0.2"], capture_output=True, text=True).stdout
-        mac = net.exec("h2", ["cat", "/sys/class/net/h2-eth0/address"], capture_output=True, text=True).stdout
+        neigh = net.exec("h1", ["ip", "neigh", "show", "10.0.0.2"]).stdout
+        mac = net.exec("h2", ["cat", "/sys/class/net/h2-eth0/address"]).stdout
         assert mac.strip() in neigh  # ARP crossed the emulated link
         time.sleep(0.5)  # the stats file is rewritten every 200 ms
         forward = dp.stats()["links"]["h1-h2"]["forward"]

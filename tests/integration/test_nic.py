@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from bloatlab import netns
-from bloatlab.network import Network
 from bloatlab.nic import journal as journals
 from bloatlab.nic import knobs
-from bloatlab.topology import DirectionSpec, HostSpec, LinkSpec, QueueSpec, SwitchSpec, Topology
+from bloatlab.specs.model import DirectionSpec, HostSpec, LinkSpec, QueueSpec, SwitchSpec, Topology
+from bloatlab.testbed import netns
+from bloatlab.testbed.network import Network
 
 pytestmark = pytest.mark.netns
 
@@ -51,10 +51,10 @@ def lab(datapath_binary_module):
     server = None
     try:
         # A veth as it comes: the kernel link's qdiscs are in the middle, h1's root is noqueue.
-        assert "noqueue" in net.exec("h1", ["tc", "qdisc", "show", "dev", IFACE], capture_output=True, text=True).stdout
+        assert "noqueue" in net.exec("h1", ["tc", "qdisc", "show", "dev", IFACE]).stdout
         server = start_bloatlab("nic", "serve", "--netns", net.namespace("h2"))
         deadline = time.monotonic() + 5
-        while not net.exec("h2", ["ss", "-Hltn", "sport = :5201"], capture_output=True, text=True).stdout.strip():
+        while not net.exec("h2", ["ss", "-Hltn", "sport = :5201"]).stdout.strip():
             assert time.monotonic() < deadline and server.poll() is None, "nic serve did not listen"
             time.sleep(0.05)
         yield net, knobs.Iface(IFACE, net.namespace("h1"))
@@ -67,11 +67,11 @@ def lab(datapath_binary_module):
 
 @pytest.fixture(scope="module")
 def datapath_binary_module():
-    from bloatlab.datapath import find_binary
+    from bloatlab import binaries
     from bloatlab.errors import MachineError
 
     try:
-        return find_binary()
+        return binaries.find("bloatlab-link")
     except MachineError:
         pytest.skip("bloatlab-link is not built (make setup)")
 

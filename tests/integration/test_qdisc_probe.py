@@ -18,9 +18,10 @@ from dataclasses import dataclass
 
 import pytest
 
-from bloatlab import netns
+from bloatlab import proc
 from bloatlab.errors import MachineError
-from bloatlab.probes.qdisc import QdiscReader, QdiscSampler
+from bloatlab.experiment.probes.qdisc import QdiscReader, QdiscSampler
+from bloatlab.testbed import netns
 
 pytestmark = pytest.mark.netns
 
@@ -56,12 +57,12 @@ def pair():
             netns.sysctl(ns, "net.ipv6.conf.default.disable_ipv6", 1)
             netns.ip(ns, "link", "set", "lo", "up")
         for a_if, b_if, subnet in (("qa", "qb", "10.77.0"), ("qc", "qd", "10.78.0")):
-            netns.run(["ip", "link", "add", a_if, "netns", p.a, "type", "veth",
+            proc.output(["ip", "link", "add", a_if, "netns", p.a, "type", "veth",
                        "peer", "name", b_if, "netns", p.b])
             netns.ip(p.a, "addr", "add", f"{subnet}.1/24", "dev", a_if)
             netns.ip(p.b, "addr", "add", f"{subnet}.2/24", "dev", b_if)
             for ns, iface in ((p.a, a_if), (p.b, b_if)):
-                netns.run_in(ns, ["ethtool", "-K", iface, "tso", "off", "gso", "off", "gro", "off"])
+                proc.output(["ethtool", "-K", iface, "tso", "off", "gso", "off", "gro", "off"], ns=ns)
         netns.tc(p.a, "qdisc", "add", "dev", "qa", "root", "handle", "1:", "htb", "default", "1")
         netns.tc(p.a, "class", "add", "dev", "qa", "parent", "1:", "classid", "1:1", "htb", "rate", "10mbit")
         netns.tc(p.a, "qdisc", "add", "dev", "qa", "parent", "1:1", "handle", "10:", "pfifo",
@@ -98,13 +99,13 @@ def end(proc: subprocess.Popen) -> None:
 
 def wait_listening(ns: str, port: int, timeout_s: float = 3.0) -> None:
     deadline = time.monotonic() + timeout_s
-    while not netns.run_in(ns, ["ss", "-Hltn", f"sport = :{port}"]).strip():
+    while not proc.output(["ss", "-Hltn", f"sport = :{port}"], ns=ns).strip():
         assert time.monotonic() < deadline, f"nothing listens on port {port} in {ns}"
         time.sleep(0.02)
 
 
 def test_sampler_sees_the_pfifo_fill_and_overflow_under_a_udp_flood(pair, tmp_path):
-    server = subprocess.Popen(netns.exec_argv(pair.b, ["iperf3", "-s", "-1", "-p", str(IPERF_PORT)]),
+    server = subprocess.Popen(proc.in_namespace(pair.b, ["iperf3", "-s", "-1", "-p", str(IPERF_PORT)]),
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         wait_listening(pair.b, IPERF_PORT)
@@ -113,7 +114,7 @@ def test_sampler_sees_the_pfifo_fill_and_overflow_under_a_udp_flood(pair, tmp_pa
             # -w: a socket buffer big enough that the qdisc, not the socket, is what overflows
             # (the default 208 KiB holds only about 47 frames of 4.5 KiB truesize).
             client = subprocess.run(
-                netns.exec_argv(pair.a, ["iperf3", "-c", pair.addr_b, "-p", str(IPERF_PORT), "-u", "-b", "50M",
+                proc.in_namespace(pair.a, ["iperf3", "-c", pair.addr_b, "-p", str(IPERF_PORT), "-u", "-b", "50M",
                                          "-l", str(UDP_PAYLOAD), "-w", "1M", "-t", "2", "-J"]),
                 capture_output=True, text=True, timeout=20)
             time.sleep(0.3)  # the queue drains in 60 ms; then the last samples see it empty
@@ -147,7 +148,10 @@ def test_sampler_sees_the_pfifo_fill_and_overflow_under_a_udp_flood(pair, tmp_pa
     busy = [(q, b) for q, b in zip(qlen, backlog) if q >= 10]
     exact = sum(b == q * FRAME_BYTES for q, b in busy)
     assert exact >= 0.9 * len(busy), f"only {exact} of {len(busy)} busy samples hold whole 1442-byte frames"
-    assert all(0.8 * q * FRAME_BYTES <= b <= q * FRAME_BYTES for q, b in busy)
+    # Read without the lock, one counter may be a frame ahead of the other (qlen 49 with 50
+    # frames of backlog, about one run in six).
+    off = [(q, b) for q, b in busy if not 0.8 * (q - 1) * FRAME_BYTES <= b <= (q + 1) * FRAME_BYTES]
+    assert not off, f"{len(off)} of {len(busy)} busy samples are off by more than a frame: {off[:5]}"
     assert all(b == 0 for q, b in zip(qlen, backlog) if q == 0)
     # Drops only grow, and at the end (the queue idle) equal what tc reports.
     assert all(x <= y for x, y in zip(drops, drops[1:]))

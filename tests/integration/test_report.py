@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from bloatlab.report import write_report
+from bloatlab.analysis.report import write_report
 
 CHROMIUM = shutil.which("chromium")
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--no-default-browser-check",

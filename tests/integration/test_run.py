@@ -13,10 +13,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bloatlab.network import leftovers
-from bloatlab.plots import build_figures
-from bloatlab.runner import run_experiment
-from bloatlab.spec import load_experiment, load_preset
+from bloatlab.analysis.plots import build_figures
+from bloatlab.lab.run import run_experiment
+from bloatlab.specs.experiment import load_experiment, load_preset
+from bloatlab.testbed.network import leftovers
+import bloatlab
 
 pytestmark = pytest.mark.netns
 
@@ -259,3 +260,23 @@ def test_two_runs_at_once_with_udp_and_the_ss_probe(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert sorted(p.name for p in plots.glob("*.png")) == ["cwnd.png", "fetch.png", "queue.png", "rtt.png",
                                                           "throughput.png"]
+
+
+def test_load_run_reads_a_real_run_into_dataframes(cs244):
+    outcome = cs244[100]
+    run = bloatlab.load_run(outcome.run_dir)
+    assert run.complete and run.summary == outcome.summary and run.params["maxq"] == 100
+    assert run.spec["topology"]["links"][1]["forward"]["queue"]["packets"] == 100
+    assert len(run.ping) == run.summary["rtt_ms"]["count"]
+    assert run.ping["rtt_ms"].max() == pytest.approx(run.summary["rtt_ms"]["max"], abs=0.001)
+    bulk = run.cwnd[run.cwnd["flow"] == "bulk"]
+    assert len(bulk) > 100 and bulk["t_s"].is_monotonic_increasing
+    queue = run.queue[run.queue["link"] == "s0->h2"]
+    assert queue["backlog_pkts"].max() == run.summary["queue"]["s0->h2"]["max_pkts"] == 100
+    fetch = run.summary["fetch_s"]
+    assert len(run.fetches) == fetch["count"] + fetch["failed"]
+    assert run.fetches.loc[run.fetches["ok"] == 1, "seconds"].median() == pytest.approx(fetch["median"])
+    goodput = run.goodput[run.goodput["flow"] == "bulk"]["mbps"].mean()
+    assert goodput == pytest.approx(run.summary["flows"]["bulk"]["goodput_mbps"], rel=0.1)
+    # The queue ran with every parameter its discipline has, as the catalogue resolves them.
+    assert run.meta["links"][1]["forward"]["queue"] == {"discipline": "droptail", "packets": 100, "bytes": None}

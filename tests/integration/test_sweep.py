@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from bloatlab.spec import preset_path
+from bloatlab.specs.experiment import preset_path
 
 pytestmark = pytest.mark.netns
 

@@ -12,10 +12,9 @@ from pathlib import Path
 import pytest
 
 from bloatlab.errors import MachineError
-from bloatlab.network import Network
-from bloatlab.probes.tcp import (INSTANCE_PREFIX, TRACEFS, SsProbe, TcpSample, TracepointProbe, read_samples,
-                                 remove_stale_instances)
-from bloatlab.topology import DirectionSpec, HostSpec, LinkSpec, QueueSpec, Topology
+from bloatlab.experiment.probes.tcp import INSTANCE_PREFIX, TRACEFS, SsProbe, TcpSample, TracepointProbe, read_samples, remove_stale_instances
+from bloatlab.specs.model import DirectionSpec, HostSpec, LinkSpec, QueueSpec, Topology
+from bloatlab.testbed.network import Network
 
 pytestmark = pytest.mark.netns
 
@@ -65,7 +64,7 @@ def serve(net: Network, procs: list, *ports: int) -> None:
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
     deadline = time.monotonic() + 5
     while True:
-        listening = net.exec("h2", ["ss", "-Htln"], capture_output=True, text=True).stdout
+        listening = net.exec("h2", ["ss", "-Htln"]).stdout
         if all(f":{port} " in listening for port in ports):
             return
         assert time.monotonic() < deadline, f"iperf3 servers on {ports} do not listen: {listening}"
@@ -77,8 +76,7 @@ def two_flows(net: Network, procs: list, seconds: int = 3) -> None:
     other = net.popen("h1", ["iperf3", "-c", "h2", "-p", str(OTHER_PORT), "-t", str(seconds), "-C", "cubic"],
                       stdout=subprocess.DEVNULL)
     procs.append(other)
-    main = net.exec("h1", ["iperf3", "-c", "h2", "-p", str(PORT), "-t", str(seconds), "-C", "reno"],
-                    capture_output=True, text=True, timeout=seconds + 15)
+    main = net.exec("h1", ["iperf3", "-c", "h2", "-p", str(PORT), "-t", str(seconds), "-C", "reno"], timeout_s=seconds + 15)
     assert main.returncode == 0, main.stdout + main.stderr
     assert other.wait(timeout=15) == 0
 
@@ -142,7 +140,7 @@ def test_tracepoint_instance_goes_although_streaming_failed(net, procs, tracepoi
     probe = TracepointProbe(RUN, [PORT], Path("/dev/full"))  # every write: ENOSPC
     probe.start()
     try:
-        client = net.exec("h1", ["iperf3", "-c", "h2", "-p", str(PORT), "-t", "1"], capture_output=True, timeout=15)
+        client = net.exec("h1", ["iperf3", "-c", "h2", "-p", str(PORT), "-t", "1"], timeout_s=15)
         assert client.returncode == 0
     except BaseException:
         probe.stop(raise_errors=False)

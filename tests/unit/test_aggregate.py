@@ -7,8 +7,9 @@ import math
 
 import pytest
 
-from bloatlab.aggregate import (describe_sample, flatten, t_quantile, t_two_sided_cdf, write_aggregate,
-                                write_series_export)
+from bloatlab.analysis.aggregate import write_aggregate, write_series_export
+from bloatlab.results.reader import flatten
+from bloatlab.results.stats import describe_sample, t_quantile, t_two_sided_cdf
 
 
 @pytest.mark.parametrize("df, table", [(1, 12.7062), (2, 4.3027), (3, 3.1824), (4, 2.7764), (9, 2.2622),

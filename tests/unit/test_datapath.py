@@ -9,11 +9,12 @@ import time
 
 import pytest
 
-from bloatlab import datapath
-from bloatlab.datapath import Datapath, direction_config, read_qlog, read_stats, write_config
+from bloatlab import binaries
 from bloatlab.errors import MachineError
-from bloatlab.state import process_alive, process_starttime, terminate
-from bloatlab.topology import DirectionSpec, QueueSpec
+from bloatlab.proc import alive as process_alive, starttime as process_starttime, terminate
+from bloatlab.specs.model import DirectionSpec, QueueSpec
+from bloatlab.testbed import datapath
+from bloatlab.testbed.datapath import Datapath, direction_config, read_qlog, read_stats, write_config
 
 RECORD = struct.Struct("<QQIIBB6x")  # docs/datapath.md: the 32-byte queue log record
 
@@ -53,24 +54,26 @@ def test_config_follows_the_contract(tmp_path):
     assert "netns" not in json.loads(path.read_text())  # absent: the current namespace
 
 
-def test_binary_from_the_environment(tmp_path, monkeypatch):
-    monkeypatch.setenv("BLOATLAB_LINK", str(tmp_path / "missing"))
+@pytest.mark.parametrize("name, variable", [("bloatlab-link", "BLOATLAB_LINK"), ("bloatlab-replay", "BLOATLAB_REPLAY")])
+def test_binary_from_the_environment(tmp_path, monkeypatch, name, variable):
+    monkeypatch.setenv(variable, str(tmp_path / "missing"))
     with pytest.raises(MachineError) as error:
-        datapath.find_binary()
-    assert error.value.field == "BLOATLAB_LINK"
-    monkeypatch.setenv("BLOATLAB_LINK", sys.executable)
-    assert str(datapath.find_binary()) == sys.executable
+        binaries.find(name)
+    assert error.value.field == variable
+    monkeypatch.setenv(variable, sys.executable)
+    assert str(binaries.find(name)) == sys.executable
 
 
 def test_missing_binary_says_run_make_setup(tmp_path, monkeypatch):
     monkeypatch.delenv("BLOATLAB_LINK", raising=False)
     monkeypatch.setenv("PATH", str(tmp_path))
-    monkeypatch.setattr(datapath, "REPO_BINARY", tmp_path / "target/release/bloatlab-link")
+    monkeypatch.setattr(binaries, "REPO_RELEASE", tmp_path / "target/release")
     with pytest.raises(MachineError, match="run make setup"):
-        datapath.find_binary()
+        binaries.find("bloatlab-link")
+    assert binaries.locate("bloatlab-link") is None
     (tmp_path / "bloatlab-link").write_text("#!/bin/sh\n")
     (tmp_path / "bloatlab-link").chmod(0o755)
-    assert datapath.find_binary() == tmp_path / "bloatlab-link"  # then PATH
+    assert binaries.find("bloatlab-link") == tmp_path / "bloatlab-link"  # then PATH
 
 
 def test_read_stats_of_nothing_is_a_clear_error(tmp_path):
@@ -80,7 +83,7 @@ def test_read_stats_of_nothing_is_a_clear_error(tmp_path):
 
 def test_a_datapath_that_exits_first_reports_its_last_line(tmp_path):
     try:
-        datapath.find_binary()
+        binaries.find("bloatlab-link")
     except MachineError:
         pytest.skip("bloatlab-link is not built")
     config = tmp_path / "datapath.json"

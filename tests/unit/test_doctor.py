@@ -2,12 +2,13 @@
 
 import re
 
-from bloatlab import doctor
+from bloatlab.lab import doctor
+from bloatlab.testbed import capabilities
 
 
 def make_report(**overrides):
     """A report shaped like collect()'s: root, namespaces fine, netem missing, ethtool missing."""
-    qdiscs = dict.fromkeys(doctor.QDISC_PROBES, True)
+    qdiscs = dict.fromkeys(capabilities.QDISC_PROBES, True)
     qdiscs["netem"] = False
     report = {
         "bloatlab": "0.1.0",
@@ -85,7 +86,7 @@ def test_backend_table_kernel_without_netem():
 
 
 def test_rate_needs_htb_as_the_kernel_backend_builds_it():
-    qdiscs = dict.fromkeys(doctor.QDISC_PROBES, False)
+    qdiscs = dict.fromkeys(capabilities.QDISC_PROBES, False)
     qdiscs["tbf"] = True  # tbf alone is not enough: the kernel backend shapes with htb
     assert not make_report(qdiscs=qdiscs)["backends"]["kernel"]["rate"]
     qdiscs["htb"] = True
@@ -93,7 +94,7 @@ def test_rate_needs_htb_as_the_kernel_backend_builds_it():
 
 
 def test_jitter_is_never_the_kernels_even_with_netem():
-    report = make_report(qdiscs=dict.fromkeys(doctor.QDISC_PROBES, True))
+    report = make_report(qdiscs=dict.fromkeys(capabilities.QDISC_PROBES, True))
     assert report["backends"]["kernel"]["delay"] and not report["backends"]["kernel"]["jitter"]
     assert "netem reorders packets under jitter" in table_row(doctor.render(report), "jitter")
 
@@ -133,7 +134,7 @@ def test_not_root_says_so_and_marks_unknown():
         euid=1000,
         tun=None,
         sandbox={"netns": None, "veth": None, "error": "not root"},
-        qdiscs=dict.fromkeys(doctor.QDISC_PROBES),
+        qdiscs=dict.fromkeys(capabilities.QDISC_PROBES),
     )
     assert not any(report["backends"]["kernel"].values())
     text = doctor.render(report)
@@ -154,13 +155,14 @@ def test_find_datapath_prefers_env(tmp_path, monkeypatch):
     binary.write_text("#!/bin/sh\n")
     binary.chmod(0o755)
     monkeypatch.setenv("BLOATLAB_LINK", str(binary))
-    assert doctor.find_datapath() == binary
-    binary.chmod(0o644)  # not executable: falls through to the other places
-    assert doctor.find_datapath() != binary
+    assert doctor.find_datapath() == (binary, None)
+    binary.chmod(0o644)  # not executable: none, and doctor says why
+    path, problem = doctor.find_datapath()
+    assert path is None and "BLOATLAB_LINK" in problem
 
 
 def test_backend_table_has_the_queue_disciplines_per_probed_qdisc():
-    qdiscs = dict.fromkeys(doctor.QDISC_PROBES, True)
+    qdiscs = dict.fromkeys(capabilities.QDISC_PROBES, True)
     qdiscs.update(codel=False, pie=False)
     report = make_report(qdiscs=qdiscs)
     userspace, kernel = report["backends"]["userspace"], report["backends"]["kernel"]

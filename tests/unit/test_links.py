@@ -3,8 +3,10 @@
 import pytest
 
 from bloatlab.errors import MachineError, SpecError
-from bloatlab.links import choose_backend, htb_burst_bytes, kernel_needs, kernel_tc_commands
-from bloatlab.topology import MTU_FRAME_BYTES, DirectionSpec, LinkSpec, QueueSpec
+from bloatlab.specs.disciplines import MTU_FRAME_BYTES
+from bloatlab.specs.model import DirectionSpec, LinkSpec, QueueSpec
+from bloatlab.testbed.links.kernel import htb_burst_bytes, kernel_needs, kernel_tc_commands
+from bloatlab.testbed.network import choose_backend
 
 ALL = {"htb": True, "netem": True, "pfifo": True, "bfifo": True, "pfifo_head_drop": True}
 NO_NETEM = {**ALL, "netem": False}

@@ -5,8 +5,9 @@ lacks codel, fq_codel, red and pie, so these are pure-function tests of the comm
 import pytest
 
 from bloatlab.errors import MachineError, SpecError
-from bloatlab.links import choose_backend, kernel_needs, kernel_tc_commands
-from bloatlab.topology import DirectionSpec, LinkSpec, QueueSpec
+from bloatlab.specs.model import DirectionSpec, LinkSpec, QueueSpec
+from bloatlab.testbed.links.kernel import kernel_needs, kernel_tc_commands
+from bloatlab.testbed.network import choose_backend
 
 AQM = ("codel", "fq_codel", "red", "pie")
 BASIC = {"htb": True, "netem": True, "pfifo": True, "bfifo": True, "pfifo_head_drop": True}

@@ -137,7 +137,7 @@ def test_a_damaged_journal_is_a_one_line_error(tmp_path, monkeypatch):
     ({"kind": "fq_codel", "options": {"limit": 10240}}, "has its own limit"),
 ])
 def test_txqueuelen_is_said_to_have_no_effect_where_it_bounds_nothing(root, says):
-    from bloatlab.nic.runner import _txqueuelen_notes
+    from bloatlab.lab.nic import _txqueuelen_notes
 
     notes = _txqueuelen_notes(Iface("eth9"), root, 10, 1500)
     assert (notes == []) if says is None else (len(notes) == 1 and says in notes[0])

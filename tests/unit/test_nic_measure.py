@@ -5,9 +5,9 @@ from pathlib import Path
 
 import pytest
 
+from bloatlab.experiment.parsers import parse_iperf3, parse_iperf3_text_report
+from bloatlab.lab.nic import headline
 from bloatlab.nic.measure import ping_outcome, tcp_summary, throughput_rows, udp_summary
-from bloatlab.nic.runner import headline
-from bloatlab.parsers import parse_iperf3, parse_iperf3_text_report
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 

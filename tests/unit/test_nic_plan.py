@@ -4,7 +4,7 @@ import argparse
 
 import pytest
 
-from bloatlab.cli import build_parser
+from bloatlab.cli.main import build_parser
 from bloatlab.errors import BloatlabError
 from bloatlab.nic.plan import load_plan, plan_from_args
 

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from bloatlab.errors import BloatlabError
-from bloatlab.parsers import parse_iperf3, parse_iperf3_intervals, parse_ping_replies, parse_ping_summary
+from bloatlab.experiment.parsers import parse_iperf3, parse_iperf3_intervals, parse_ping_replies, parse_ping_summary
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 

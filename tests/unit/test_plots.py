@@ -12,8 +12,8 @@ import matplotlib.image
 import numpy as np
 import pytest
 
+from bloatlab.analysis.plots import PlotResult, build_figures, plot_run
 from bloatlab.errors import BloatlabError
-from bloatlab.plots import PlotResult, build_figures, plot_run
 
 FIGURES = ("cwnd", "queue", "rtt", "throughput", "fetch")
 SERIES = {"cwnd.csv": "cwnd", "queue.csv": "queue", "ping.csv": "rtt", "throughput.csv": "throughput",

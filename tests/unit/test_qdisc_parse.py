@@ -15,9 +15,7 @@ from pathlib import Path
 import pytest
 
 from bloatlab.errors import MachineError
-from bloatlab.probes.qdisc import (NLM_F_MULTI, NLMSG_DONE, NLMSG_ERROR, RTM_GETQDISC, RTM_NEWQDISC, TC_H_INGRESS,
-                                   TC_H_ROOT, QdiscStats, handle_str, iter_messages, leaf_qdiscs, parse_qdisc,
-                                   parse_qdiscs)
+from bloatlab.experiment.probes.qdisc import NLM_F_MULTI, NLMSG_DONE, NLMSG_ERROR, RTM_GETQDISC, RTM_NEWQDISC, TC_H_INGRESS, TC_H_ROOT, QdiscStats, handle_str, iter_messages, leaf_qdiscs, parse_qdisc, parse_qdiscs
 
 CAPTURE = Path(__file__).resolve().parents[1] / "data" / "qdisc-dump.bin"
 IFNAMES = {1: "lo", 2: "qa"}

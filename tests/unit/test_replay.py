@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from bloatlab import cli, replay
+from bloatlab.cli import replay
+from bloatlab.cli.common import Parser
 from bloatlab.errors import BloatlabError
 
 REPO = Path(__file__).resolve().parents[2]
@@ -22,9 +23,9 @@ def binary():
 
 def run(argv, capsys):
     """The replay command as cli.main runs it: (exit status, stdout, stderr)."""
-    parser = cli._Parser(prog="bloatlab")
+    parser = Parser(prog="bloatlab")
     commands = parser.add_subparsers(dest="command", required=True)
-    replay.add_parser(commands, cli._formatter)
+    replay.add_parser(commands)
     try:
         args = parser.parse_args(argv)
         status = args.handler(args)

@@ -7,9 +7,9 @@ import re
 
 import pytest
 
-from bloatlab import cli
+from bloatlab.analysis.report import write_report
+from bloatlab.cli import main as cli
 from bloatlab.errors import BloatlabError
-from bloatlab.report import write_report
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 

@@ -8,8 +8,10 @@ import struct
 import numpy as np
 import pytest
 
-from bloatlab.probes.queue import QueueTrace, from_qlog
-from bloatlab.results import SERIES_COLUMNS, RunDir, describe, summary_table
+from bloatlab.analysis.summary import summary_table
+from bloatlab.experiment.probes.queue import QueueTrace, from_qlog
+from bloatlab.results.files import SERIES_COLUMNS, RunDir
+from bloatlab.results.stats import describe
 
 
 def test_describe_by_hand():

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from bloatlab.errors import SpecError
-from bloatlab.spec import Bulk, Ping, Web, list_presets, load_experiment, load_preset, preset_info
+from bloatlab.specs.experiment import list_presets, load_experiment, load_preset, preset_info
+from bloatlab.specs.model import Bulk, Ping, Web
 
 SPEC = """
 duration = "{duration}"

@@ -8,8 +8,10 @@ import os
 
 import pytest
 
+from bloatlab.analysis.report import finish_sweep
 from bloatlab.errors import BloatlabError
-from bloatlab.sweep import Axis, RunResult, label, points, run_sweep
+from bloatlab.lab.executors import RunResult
+from bloatlab.lab.sweep import Axis, label, points, run_sweep
 
 AXES = [Axis("maxq", (20, 100)), Axis("cc", ("reno", "bbr"))]
 
@@ -37,7 +39,7 @@ class Runs:
 def sweep(out, runs, **kw):
     args = dict(kind="nic", name="t", source="test", axes=AXES, repeat=2, fixed={"duration": "1s"},
                 run_one=runs, estimate_s=1.0, headline=lambda s: f"rtt {s['rtt_ms']['median']}",
-                progress=False, stream=io.StringIO())
+                finish=finish_sweep, progress=False, stream=io.StringIO())
     return run_sweep(out, **{**args, **kw})
 
 

@@ -7,8 +7,9 @@ import json
 import numpy as np
 import pytest
 
+from bloatlab.analysis.sweep_plots import build_sweep_figures, pick_metrics, plot_sweep
 from bloatlab.errors import BloatlabError
-from bloatlab.sweep_plots import build_sweep_figures, load_sweep, pick_metrics, plot_sweep
+from bloatlab.results.reader import load_sweep
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 EXPERIMENT_FIGURES = ["compare-cwnd", "compare-queue", "compare-rtt", "compare-throughput", "compare-fetch-box",

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from bloatlab.errors import BloatlabError
-from bloatlab.parsers import TcpProbeEvent, parse_ss_tin, parse_tcp_probe, split_host_port
-from bloatlab.probes.tcp import read_samples
+from bloatlab.experiment.parsers import TcpProbeEvent, parse_ss_tin, parse_tcp_probe, split_host_port
+from bloatlab.experiment.probes.tcp import read_samples
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 
@@ -158,7 +158,7 @@ def test_split_host_port():
 
 
 def test_the_tracepoint_filter_can_keep_one_end_of_a_socket():
-    from bloatlab.probes.tcp import TracepointProbe
+    from bloatlab.experiment.probes.tcp import TracepointProbe
 
     probe = TracepointProbe("r1", [5201], Path("raw.txt"), dports=[30000], sports=[40000])
     assert probe.filter == "sport == 5201 || dport == 5201 || dport == 30000 || sport == 40000"

@@ -8,13 +8,8 @@ from pathlib import Path
 import pytest
 
 from bloatlab.errors import SpecError
-from bloatlab.topology import (
-    DirectionSpec,
-    QueueSpec,
-    Topology,
-    load_topology,
-    parse_topology,
-)
+from bloatlab.specs.model import DirectionSpec, QueueSpec, Topology
+from bloatlab.specs.topology import load_topology, parse_topology
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 

@@ -9,14 +9,9 @@ from pathlib import Path
 import pytest
 
 from bloatlab.errors import SpecError
-from bloatlab.topology import (
-    DISCIPLINES,
-    QUEUE_DEFAULTS,
-    QUEUE_PARAMS,
-    QueueSpec,
-    parse_topology,
-    resolve_queue_params,
-)
+from bloatlab.specs.disciplines import CATALOGUE, DISCIPLINES
+from bloatlab.specs.model import QueueSpec
+from bloatlab.specs.topology import parse_topology
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "queues.md"
 
@@ -63,17 +58,13 @@ def test_a_byte_limit_replaces_the_default_packet_limit():
     assert queue_of({"discipline": "fq_codel", "bytes": "1mb"}) == QueueSpec("fq_codel", None, 10**6)
 
 
-def test_every_json_name_has_a_default_and_every_default_is_documented():
+def test_every_settable_parameter_is_documented():
     docs = DOCS.read_text()
     for discipline in DISCIPLINES:
-        defaults = QUEUE_DEFAULTS[discipline]
-        assert "packets" in defaults
-        for key, param in QUEUE_PARAMS[discipline].items():
-            assert param.json in defaults, (discipline, key)
         section = docs.split(f"\n## {discipline}")[1].split("\n## ")[0] if discipline not in (
             "droptail", "drophead") else docs.split("\n## droptail and drophead")[1].split("\n## ")[0]
-        for key in QUEUE_PARAMS[discipline]:
-            assert f"| `{key}` |" in section, (discipline, key)
+        for param in CATALOGUE[discipline].settable:
+            assert f"| `{param.key}` |" in section, (discipline, param.key)
         assert docs.count(f"`{discipline}`") >= 1
 
 
@@ -161,39 +152,40 @@ def test_queue_params_do_not_break_hashing():
 
 
 def test_resolved_codel_fq_codel_and_pie_are_the_defaults_under_what_was_set():
-    assert resolve_queue_params(queue_of({"discipline": "codel", "ecn": True}), None) == {
+    assert queue_of({"discipline": "codel", "ecn": True}).resolved(None) == {
         "target_ns": 5_000_000, "interval_ns": 100_000_000, "ecn": True, "mtu_bytes": 1514}
-    assert resolve_queue_params(queue_of({"discipline": "fq_codel"}), None) == {
+    assert queue_of({"discipline": "fq_codel"}).resolved(None) == {
         "target_ns": 5_000_000, "interval_ns": 100_000_000, "ecn": True, "flows": 1024, "quantum_bytes": 1514,
-        "memory_limit_bytes": 32 * 2**20, "drop_batch": 64}
-    assert resolve_queue_params(queue_of({"discipline": "pie"}), None) == {
+        "memory_limit_bytes": 32 * 2**20, "drop_batch": 64, "mtu_bytes": 1514}
+    assert queue_of({"discipline": "pie"}).resolved(None) == {
         "target_ns": 15_000_000, "tupdate_ns": 15_000_000, "alpha": 0.125, "beta": 1.25,
-        "max_burst_ns": 150_000_000, "ecn": False, "ecn_prob": 0.1, "bytemode": False, "dq_rate_estimator": False}
-    assert resolve_queue_params(queue_of({"discipline": "droptail"}), None) == {}
+        "max_burst_ns": 150_000_000, "ecn": False, "ecn_prob": 0.1, "bytemode": False, "dq_rate_estimator": False,
+        "mtu_bytes": 1514}
+    assert queue_of({"discipline": "droptail"}).resolved(None) == {}
 
 
 def test_resolved_red_in_packets_uses_tcs_formulas():
     # max = 1000 / 4 = 250, min = 250 / 3 = 83, burst = (2 * 83 + 250) / 3 = 138 (avpkt cancels out)
-    assert resolve_queue_params(queue_of({"discipline": "red"}), 20_000_000) == {
+    assert queue_of({"discipline": "red"}).resolved(20_000_000) == {
         "min": 83, "max": 250, "avpkt_bytes": 1000, "burst_pkts": 138, "probability": 0.02,
         "bandwidth_bps": 20_000_000, "ecn": False, "harddrop": False, "adaptive": False, "gentle": False}
 
 
 def test_resolved_red_in_bytes_uses_tcs_formulas():
     # max = 150000 / 4 = 37500, min = 12500, burst = (25000 + 37500) / 3000 = 20; no rate: 10 Mbit/s
-    params = resolve_queue_params(queue_of({"discipline": "red", "bytes": 150_000}), None)
+    params = queue_of({"discipline": "red", "bytes": 150_000}).resolved(None)
     assert (params["min"], params["max"], params["burst_pkts"], params["bandwidth_bps"]) == (
         12_500, 37_500, 20, 10_000_000)
     # a given max sets the default min; a given min is kept; burst is never below 1
-    params = resolve_queue_params(queue_of({"discipline": "red", "bytes": 150_000, "max": 9000, "avpkt": 6000}), None)
+    params = queue_of({"discipline": "red", "bytes": 150_000, "max": 9000, "avpkt": 6000}).resolved(None)
     assert (params["min"], params["max"], params["burst_pkts"]) == (3000, 9000, 1)
-    params = resolve_queue_params(queue_of({"discipline": "red", "packets": 100, "min": 5, "burst": 7}), None)
+    params = queue_of({"discipline": "red", "packets": 100, "min": 5, "burst": 7}).resolved(None)
     assert (params["min"], params["max"], params["burst_pkts"]) == (5, 25, 7)
 
 
 def test_red_bandwidth_given_beats_the_rate():
     q = queue_of({"discipline": "red", "bandwidth": "1mbit"})
-    assert resolve_queue_params(q, 50_000_000)["bandwidth_bps"] == 1_000_000
+    assert q.resolved(50_000_000)["bandwidth_bps"] == 1_000_000
 
 
 # ---------------------------------------------------------------- rejections
@@ -302,7 +294,7 @@ def test_limit_rules_hold_for_every_discipline():
 
 
 def test_errors_are_one_line_and_name_the_field_in_the_file(tmp_path):
-    from bloatlab.topology import load_topology
+    from bloatlab.specs.topology import load_topology
 
     path = tmp_path / "t.toml"
     path.write_text('[hosts.h1]\n[hosts.h2]\n[[links]]\nends = ["h1", "h2"]\n'

@@ -3,14 +3,7 @@
 import pytest
 
 from bloatlab.errors import SpecError
-from bloatlab.units import (
-    format_duration_ns,
-    format_rate,
-    parse_duration_ns,
-    parse_percent,
-    parse_rate,
-    parse_size_bytes,
-)
+from bloatlab.specs.units import format_duration_ns, format_rate, parse_duration_ns, parse_percent, parse_rate, parse_size_bytes
 
 FIELD = "links[1].rate"
 

@@ -5,10 +5,7 @@ measured with iperf3 and ping against a server, and always put the interface bac
     journal   the original settings on disk before the first change (/run/bloatlab/nic/)
     plan      a sweep as data, from flags or a TOML file, validated
     measure   iperf3 TCP and UDP, ping; summaries and series
-    runner    check, journal, run each point (bloatlab.sweep), restore
-    command   `bloatlab nic sweep|restore|serve`
+
+A sweep of them, the job, is bloatlab.lab.nic; the command line, `bloatlab nic sweep|restore|serve`,
+bloatlab.cli.nic.
 """
-
-from .command import add_parser
-
-__all__ = ["add_parser"]

@@ -19,9 +19,10 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from .. import state
-from ..errors import BloatlabError
-from .knobs import Iface
+from bloatlab import proc
+from bloatlab.errors import BloatlabError
+from bloatlab.nic.knobs import Iface
+from bloatlab.testbed import state
 
 FORMAT = "bloatlab-nic-journal/1"
 JOURNAL_DIR = state.RUN_DIR / "nic"
@@ -40,7 +41,7 @@ class Journal:
         return journal_path(self.iface)
 
     def owner_alive(self) -> bool:
-        return state.process_alive(self.owner["pid"], self.owner["starttime"])
+        return proc.alive(self.owner["pid"], self.owner["starttime"])
 
     def to_dict(self) -> dict[str, Any]:
         return {"format": FORMAT, "iface": self.iface.name, "netns": self.iface.netns, "owner": self.owner,
@@ -54,7 +55,7 @@ def journal_path(iface: Iface, directory: Path | None = None) -> Path:
 
 def create(iface: Iface, original: dict[str, Any]) -> Journal:
     """Claim the interface and write its original settings; refuse if a journal is there."""
-    journal = Journal(iface, original, dict(zip(("pid", "starttime"), state.identify(os.getpid()))),
+    journal = Journal(iface, original, dict(zip(("pid", "starttime"), proc.identify(os.getpid()))),
                       datetime.now(timezone.utc).isoformat(timespec="seconds"), list(sys.argv))
     JOURNAL_DIR.mkdir(parents=True, exist_ok=True)
     tmp = journal.path.with_name(f".{journal.path.name}.{os.getpid()}.tmp")

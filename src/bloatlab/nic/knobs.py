@@ -21,8 +21,9 @@ import shlex
 from dataclasses import dataclass
 from typing import Any
 
-from .. import netns
-from ..errors import BloatlabError, MachineError
+from bloatlab import proc
+from bloatlab.errors import BloatlabError, MachineError
+from bloatlab.testbed import netns
 
 TXQUEUELEN_MIN, TXQUEUELEN_MAX = 1, 1_000_000
 BQL_MAX = 1_879_048_192  # DQL_MAX_LIMIT: the kernel's limit_max default and ceiling
@@ -56,13 +57,13 @@ class Iface:
         return f"{self.name} in namespace {self.netns}" if self.netns else self.name
 
     def exec(self, argv: list[str]) -> str:
-        return netns.run(netns.exec_argv(self.netns, argv) if self.netns else argv)
+        return proc.output(argv, ns=self.netns)
 
     def ip(self, *args: str) -> str:
-        return netns.run(["ip", *(["-n", self.netns] if self.netns else []), *args])
+        return proc.output(["ip", *(["-n", self.netns] if self.netns else []), *args])
 
     def tc(self, *args: str) -> str:
-        return netns.run(["tc", *(["-n", self.netns] if self.netns else []), *args])
+        return proc.output(["tc", *(["-n", self.netns] if self.netns else []), *args])
 
     @property
     def queues_dir(self) -> str:
@@ -75,7 +76,7 @@ def check_iface(iface: Iface) -> dict[str, Any]:
         raise BloatlabError(f"no network namespace {iface.netns!r} (ip netns list shows them)", field="--netns")
     try:
         links = json.loads(iface.ip("-j", "link", "show"))
-    except netns.CommandError as e:
+    except proc.CommandError as e:
         raise MachineError(f"cannot list interfaces: {e}", field="--iface") from None
     for link in links:
         if link.get("ifname") == iface.name:
@@ -163,7 +164,7 @@ def read_bql(iface: Iface) -> dict[str, dict[str, int]]:
               '[ -r "$f" ] && echo "$q $k $(cat "$f")"; done; done; exit 0')
     try:
         out = iface.exec(["sh", "-c", script])
-    except netns.CommandError:
+    except proc.CommandError:
         raise MachineError(f"cannot read {iface.queues_dir} for {iface}") from None
     bql: dict[str, dict[str, int]] = {}
     for line in out.splitlines():
@@ -264,12 +265,12 @@ def set_offloads(iface: Iface, wanted: dict[str, bool]) -> None:
     try:
         iface.exec(["ethtool", "-K", iface.name, *args])
         return
-    except netns.CommandError:
+    except proc.CommandError:
         pass
     for name, on in wanted.items():
         try:
             iface.exec(["ethtool", "-K", iface.name, canonical_feature(name), "on" if on else "off"])
-        except netns.CommandError:
+        except proc.CommandError:
             pass  # offload_notes() says which stayed as they were
 
 

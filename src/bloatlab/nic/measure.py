@@ -17,18 +17,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from .. import netns
-from ..errors import BloatlabError
-from ..parsers import IperfResult, parse_iperf3, parse_iperf3_text_report, parse_ping_replies, parse_ping_summary
+from bloatlab import interrupts, proc
+from bloatlab.errors import BloatlabError
+from bloatlab.experiment.parsers import IperfResult, parse_iperf3, parse_iperf3_text_report, parse_ping_replies, parse_ping_summary
 
 CLIENT_INTERVAL_S = 0.1  # iperf3's reporting interval on our side: cwnd and RTT samples
 CONNECT_TIMEOUT_MS = 3000
 BUSY_RETRY_S = 10.0  # a server ends an aborted test on its own within a few seconds
 GRACE_S = 15.0  # iperf3 may run this long past -t (connection setup, the final exchange)
-
-
-def _argv(ns: str | None, argv: list[str]) -> list[str]:
-    return netns.exec_argv(ns, argv) if ns else argv
 
 
 _libc = ctypes.CDLL(None, use_errno=True)
@@ -50,23 +46,23 @@ class Target:
 
 def preflight(target: Target, ping: bool) -> None:
     """A one-line error unless the server answers iperf3 (and ping, if it will be measured)."""
-    argv = _argv(target.netns, ["iperf3", "-c", target.server, "-p", str(target.port), "-n", "1K", "--json",
-                                "--connect-timeout", str(CONNECT_TIMEOUT_MS)])
+    argv = ["iperf3", "-c", target.server, "-p", str(target.port), "-n", "1K", "--json",
+            "--connect-timeout", str(CONNECT_TIMEOUT_MS)]
     deadline = time.monotonic() + BUSY_RETRY_S
     while True:
         try:
-            proc = subprocess.run(argv, capture_output=True, text=True, timeout=30)
-        except subprocess.TimeoutExpired:
+            test = proc.run(argv, ns=target.netns, timeout_s=30, check=False)
+        except proc.CommandError:  # it did not end in time
             raise BloatlabError(f"iperf3 got no answer from {target.server} port {target.port} in 30 s; start "
                                 "`iperf3 -s` (or bloatlab nic serve) there", field="--server") from None
         try:
             # iperf3 3.12 exits 0 after a failed --json test: the "error" key is what tells.
-            reason = json.loads(proc.stdout).get("error")
-            if proc.returncode != 0 and not reason:
-                reason = f"iperf3 exit status {proc.returncode}"
+            reason = json.loads(test.stdout).get("error")
+            if test.returncode != 0 and not reason:
+                reason = f"iperf3 exit status {test.returncode}"
         except json.JSONDecodeError:
-            reason = ((proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["no output"])[0]
-        if proc.returncode == 0 and not reason:
+            reason = ((test.stderr or test.stdout).strip().splitlines()[-1:] or ["no output"])[0]
+        if test.returncode == 0 and not reason:
             break
         if "busy" in reason and time.monotonic() < deadline:
             time.sleep(1)
@@ -75,9 +71,9 @@ def preflight(target: Target, ping: bool) -> None:
                             "start `iperf3 -s` (or bloatlab nic serve) there, or fix --server/--port",
                             field="--server")
     if ping:
-        proc = subprocess.run(_argv(target.netns, ["ping", "-n", "-c", "2", "-i", "0.2", "-W", "2", target.server]),
-                              capture_output=True, text=True, timeout=30)
-        if proc.returncode != 0:
+        pinged = proc.run(["ping", "-n", "-c", "2", "-i", "0.2", "-W", "2", target.server], ns=target.netns,
+                          timeout_s=30, check=False)
+        if pinged.returncode != 0:
             raise BloatlabError(f"{target.server} does not answer ping; allow ICMP echo there, or leave delay out "
                                 "with --ping-interval 0", field="--server")
 
@@ -93,23 +89,24 @@ def run_iperf3(target: Target, duration_s: int, out: Path, udp_rate_bps: int | N
     deadline = time.monotonic() + BUSY_RETRY_S
     while True:
         with open(out, "w") as f:
-            proc = subprocess.Popen(_argv(target.netns, argv), stdout=f, stderr=subprocess.STDOUT,
-                                    stdin=subprocess.DEVNULL, preexec_fn=_die_with_parent)
+            client = proc.spawn(argv, ns=target.netns, stdout=f, stderr=subprocess.STDOUT,
+                                preexec_fn=_die_with_parent)
         started = time.monotonic()
         try:
-            while proc.poll() is None:
+            while client.poll() is None:
                 if time.monotonic() - started > duration_s + GRACE_S:
-                    stop(proc)
+                    stop(client)
                     raise BloatlabError(f"iperf3 did not end within {GRACE_S:g} s of its {duration_s} s test",
                                         field="iperf3")
                 if tick is not None:
                     tick(time.monotonic() - started)
+                interrupts.check()
                 try:
-                    proc.wait(timeout=0.5)
+                    client.wait(timeout=0.5)
                 except subprocess.TimeoutExpired:
                     pass
         except BaseException:  # Ctrl-C: end it, keep what it printed
-            stop(proc)
+            stop(client)
             raise
         text = out.read_text(errors="replace")
         try:
@@ -121,23 +118,16 @@ def run_iperf3(target: Target, duration_s: int, out: Path, udp_rate_bps: int | N
             raise
 
 
-def stop(proc: subprocess.Popen) -> None:
+def stop(tool: subprocess.Popen) -> None:
     """SIGINT (tools print their summaries), then SIGKILL."""
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGINT)
-        try:
-            proc.wait(timeout=3)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+    proc.stop(tool, signal.SIGINT)
 
 
 def start_ping(target: Target, interval_s: float, out: Path, deadline_s: float) -> subprocess.Popen:
     """ping -D until stop(); -w bounds it should nobody stop it."""
     argv = ["ping", "-D", "-n", "-i", f"{interval_s:g}", "-w", str(int(deadline_s) + 1), target.server]
     with open(out, "w") as f:
-        return subprocess.Popen(_argv(target.netns, argv), stdout=f, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL, preexec_fn=_die_with_parent)
+        return proc.spawn(argv, ns=target.netns, stdout=f, stderr=subprocess.STDOUT, preexec_fn=_die_with_parent)
 
 
 # Summaries and series -----------------------------------------------------------------------

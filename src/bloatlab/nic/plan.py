@@ -25,10 +25,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..errors import SpecError
-from ..topology import check_keys, field_of, load_toml
-from ..units import format_rate, parse_duration_ns, parse_rate, show
-from .knobs import BQL_MAX, QDISC_KINDS, TXQUEUELEN_MAX, TXQUEUELEN_MIN, Iface
+from bloatlab.errors import SpecError, show
+from bloatlab.nic.knobs import BQL_MAX, QDISC_KINDS, TXQUEUELEN_MAX, TXQUEUELEN_MIN, Iface
+from bloatlab.specs.reading import check_keys, field_of, load_toml
+from bloatlab.specs.units import format_rate, parse_duration_ns, parse_rate
 
 # Knobs in the order their axes nest on the command line (the first varies slowest).
 KNOBS = ("qdisc", "offloads", "bql_limit_max", "bql_limit_min", "txqueuelen")

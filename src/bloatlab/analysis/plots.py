@@ -1,0 +1,251 @@
+"""The figures of a run, drawn from its results directory alone (docs/results.md) into RUN/plots/.
+
+This module owns how a run looks: which series go into which figure, with what units and title,
+and that missing data is never silent: a figure whose series file is missing or has no rows
+(or lacks a flow or link that run.json promises) says "no data: <reason>" in the picture and in
+PlotResult.warnings. It reads the run through bloatlab.results.reader. It uses matplotlib's Figure directly, not pyplot: no global figure registry,
+no display, nothing to close.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import textwrap
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import matplotlib
+import numpy as np
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
+
+from bloatlab.results.files import SERIES_KEYS
+from bloatlab.results.reader import Run, dig, load_run
+
+WIDTH_IN = 8.0
+PANEL_HEIGHT_IN = 4.5
+DPI = 120
+TIME_LABEL = "time since t0 (s)"
+# A web fetch's TCP connection is flow "WORKLOAD#N" in cwnd.csv, N its fetch number from 1.
+CONNECTION = re.compile(r"^(?P<workload>.+)#\d+$")
+
+Warn = Callable[[str], None]
+Series = dict[str, np.ndarray]  # column name -> values, NaN where the cell is empty
+
+
+@dataclass
+class PlotResult:
+    files: list[Path] = field(default_factory=list)  # every file written, in order
+    warnings: list[str] = field(default_factory=list)  # "rtt.png: series/ping.csv has no rows"
+
+
+def caption(run: Run) -> str:
+    """The run's parameters (and why it is incomplete), for the top of every figure."""
+    lines = [textwrap.fill(" ".join(f"{k}={show_value(v)}" for k, v in run.params.items()), 110)]
+    if not run.complete and run.incomplete_reason:
+        lines.append(f"incomplete: {run.incomplete_reason}")
+    return "\n".join(lines)
+
+
+def plot_run(run_dir: Path, svg: bool = False) -> PlotResult:
+    """Draw every figure of the run into RUN/plots/ (PNG, and SVG too with svg=True)."""
+    run = load_run(run_dir)
+    figures, warnings = build_figures(run)
+    return PlotResult(save_figures(figures, run.path / "plots", svg), warnings)
+
+
+def save_figures(figures: dict[str, Figure], out: Path, svg: bool) -> list[Path]:
+    """Each figure as OUT/NAME.png (and .svg); the files written, in order."""
+    out.mkdir(parents=True, exist_ok=True)
+    files = []
+    for name, fig in figures.items():
+        files.append(out / f"{name}.png")
+        fig.savefig(files[-1], metadata={"Software": None})
+        if svg:
+            files.append(out / f"{name}.svg")
+            # A fixed id salt and no date: the same run gives the same bytes.
+            with matplotlib.rc_context({"svg.hashsalt": "bloatlab"}):
+                fig.savefig(files[-1], metadata={"Date": None})
+    return files
+
+
+def build_figures(run_dir: Path | Run) -> tuple[dict[str, Figure], list[str]]:
+    """Every figure of the run, unsaved, keyed by file stem ("cwnd"), and the warnings about missing data."""
+    run = run_dir if isinstance(run_dir, Run) else load_run(run_dir)
+    warnings: list[str] = []
+    figures = {}
+    for name, draw in (("cwnd", _cwnd_figure), ("queue", _queue_figure), ("rtt", _rtt_figure),
+                       ("throughput", _throughput_figure), ("fetch", _fetch_figure)):
+        figures[name] = draw(run, lambda message, name=name: warnings.append(f"{name}.png: {message}"))
+    return figures, warnings
+
+
+def _cwnd_figure(run: Run, warn: Warn) -> Figure:
+    fig, (bulk_ax, web_ax) = _figure(run, "Congestion window", panels=2)
+    flows, reason = series_groups(run, "cwnd", ("t_s", "cwnd_pkts", "ssthresh_pkts"), warn)
+    bulk = {name: s for name, s in flows.items() if not CONNECTION.match(name)}
+    for i, (name, s) in enumerate(bulk.items()):
+        bulk_ax.plot(s["t_s"], s["cwnd_pkts"], color=f"C{i}", lw=1, label=name)
+        if np.isfinite(s["ssthresh_pkts"]).any():  # empty cells (unset ssthresh) leave gaps
+            bulk_ax.plot(s["t_s"], s["ssthresh_pkts"], color=f"C{i}", lw=1, ls="--", label=f"{name} ssthresh")
+    workloads: dict[str, list[Series]] = {}  # one colour and one legend entry per workload, not per fetch
+    for name, s in flows.items():
+        if match := CONNECTION.match(name):
+            workloads.setdefault(match["workload"], []).append(s)
+    for i, (workload, connections) in enumerate(workloads.items()):
+        for j, s in enumerate(connections):
+            label = f"{workload} ({len(connections)} connections)" if j == 0 else "_nolegend_"
+            web_ax.plot(s["t_s"], s["cwnd_pkts"], color=f"C{i}", lw=0.8, label=label)
+    if reason:
+        warn(reason)
+    else:
+        _expect(bulk_ax, warn, run.flows("bulk"), bulk, "bulk flow", "cwnd.csv")
+        _expect(web_ax, warn, run.flows("web"), workloads, "web workload", "cwnd.csv")
+    _finish(bulk_ax, run, "bulk flows\ncwnd (packets)", empty=reason or "no bulk flows in series/cwnd.csv")
+    _finish(web_ax, run, "web fetches\ncwnd (packets)", empty=reason or "no web fetch connections in series/cwnd.csv")
+    return fig
+
+
+def _queue_figure(run: Run, warn: Warn) -> Figure:
+    fig, (ax,) = _figure(run, "Queue backlog")
+    links, reason = series_groups(run, "queue", ("t_s", "backlog_pkts", "drops"), warn)
+    for i, (link, s) in enumerate(links.items()):
+        drops = s["drops"][np.isfinite(s["drops"])]  # cumulative: the last one is the run's total
+        label = f"{link} ({int(drops[-1])} drops)" if drops.size else link
+        # A backlog sample holds until the next one.
+        ax.step(s["t_s"], s["backlog_pkts"], where="post", color=f"C{i}", lw=1, label=label)
+    if reason:
+        warn(reason)
+    else:
+        _expect(ax, warn, run.probed_queues(), links, "link direction", "queue.csv")
+    limits = run.queue_limits_pkts()
+    for i, link in enumerate(links):
+        if link in limits:
+            ax.axhline(limits[link], color=f"C{i}", lw=1, ls=":", label=f"{link} limit ({limits[link]} packets)")
+    _finish(ax, run, "backlog (packets)", empty=reason)
+    return fig
+
+
+def _rtt_figure(run: Run, warn: Warn) -> Figure:
+    fig, (ax,) = _figure(run, "Ping round-trip time")
+    pings, reason = series_groups(run, "ping", ("t_s", "rtt_ms"), warn)
+    # Lost requests have no row: only summary.json counts them.
+    lost = dig(run.summary, "rtt_ms", "lost")
+    for s in pings.values():
+        label = f"{len(s['t_s'])} replies" + (f", {lost} lost" if isinstance(lost, int) else "")
+        ax.plot(s["t_s"], s["rtt_ms"], ".-", ms=2, lw=0.5, label=label)
+    if reason and not run.has_workload("ping"):
+        reason = "no ping workload"  # nothing was missed
+    elif reason:
+        warn(reason)
+    _finish(ax, run, "RTT (ms)", empty=reason)
+    return fig
+
+
+def _throughput_figure(run: Run, warn: Warn) -> Figure:
+    fig, (ax,) = _figure(run, "Throughput")
+    flows, reason = series_groups(run, "throughput", ("t_s", "mbps"), warn)
+    for i, (name, s) in enumerate(flows.items()):
+        goodput = dig(run.summary, "flows", name, "goodput_mbps")
+        label = f"{name} (goodput {goodput:.2f} Mbit/s)" if isinstance(goodput, (int, float)) else name
+        # t_s ends a 100 ms interval: the rate holds over the interval before it.
+        ax.step(s["t_s"], s["mbps"], where="pre", color=f"C{i}", lw=1, label=label)
+    if reason:
+        if run.flows("bulk", "udp"):  # a run of pings and fetches has no throughput to miss
+            warn(reason)
+    else:
+        _expect(ax, warn, run.flows("bulk", "udp"), flows, "flow", "throughput.csv")
+    _finish(ax, run, "throughput (Mbit/s)", empty=reason)
+    return fig
+
+
+def _fetch_figure(run: Run, warn: Warn) -> Figure:
+    fig, (ax,) = _figure(run, "Web fetch duration", xlabel="fetch start, " + TIME_LABEL)
+    workloads, reason = series_groups(run, "fetch", ("t_s", "seconds", "ok"), warn)
+    failed_t, failed_s = [], []
+    for i, (workload, s) in enumerate(workloads.items()):
+        ok = s["ok"] == 1
+        ax.plot(s["t_s"][ok], s["seconds"][ok], "o", ms=3, color=f"C{i}", label=f"{workload} ({ok.sum()} ok)")
+        failed_t.append(s["t_s"][~ok])
+        # A failed fetch without curl's time still shows, on the time axis.
+        failed_s.append(np.nan_to_num(s["seconds"][~ok], nan=0.0))
+    failed = sum(len(t) for t in failed_t)
+    if failed:
+        ax.plot(np.concatenate(failed_t), np.concatenate(failed_s), "x", ms=7, mew=1.5, color="red",
+                clip_on=False, label=f"failed ({failed})")
+    if reason:
+        if run.flows("web"):  # a run without web workloads has no fetches to miss
+            warn(reason)
+    else:
+        _expect(ax, warn, run.flows("web"), workloads, "web workload", "fetch.csv")
+    _finish(ax, run, "fetch duration (s)", empty=reason)
+    return fig
+
+
+def _figure(run: Run, what: str, panels: int = 1, xlabel: str = TIME_LABEL) -> tuple[Figure, list[Axes]]:
+    """A titled figure of stacked panels sharing the time axis; the caption names the run's params."""
+    fig = Figure(figsize=(WIDTH_IN, PANEL_HEIGHT_IN + 1.5 * (panels - 1)), dpi=DPI, layout="constrained")
+    axes = list(fig.subplots(panels, 1, sharex=True, squeeze=False)[:, 0])
+    fig.suptitle(f"{what}: {run.name}" + (" (incomplete)" if not run.complete else ""))
+    axes[0].set_title(caption(run), fontsize=8, loc="left")
+    axes[-1].set_xlabel(xlabel)
+    return fig, axes
+
+
+def _finish(ax: Axes, run: Run, ylabel: str, empty: str | None) -> None:
+    """Units, limits from zero over the whole run, a legend beside the panel; an empty panel says why."""
+    if not ax.lines and not ax.texts:
+        _note(ax, f"no data: {empty or 'nothing to draw'}")
+    ax.set_ylabel(ylabel)
+    ax.set_ylim(bottom=0)
+    lows, highs = [0.0], [run.duration_s]
+    for a in ax.figure.axes:
+        if np.isfinite(a.dataLim.x0) and np.isfinite(a.dataLim.x1):
+            lows.append(a.dataLim.x0)
+            highs.append(a.dataLim.x1)
+    if max(highs) > min(lows):
+        ax.set_xlim(min(lows), max(highs))
+    handles, labels = ax.get_legend_handles_labels()
+    if handles:  # beside the axes: a legend must never hide data
+        ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1), borderaxespad=0,
+                  ncols=math.ceil(len(handles) / 12))
+
+
+def _note(ax: Axes, text: str) -> None:
+    """Red text in the panel: centred when it has nothing drawn, in a corner beside data."""
+    empty = not ax.lines
+    ax.text(0.5 if empty else 0.01, 0.5 if empty else 0.02, text, transform=ax.transAxes, color="red",
+            ha="center" if empty else "left", va="center" if empty else "bottom",
+            fontsize=11 if empty else 8, wrap=True)
+
+
+def _expect(ax: Axes, warn: Warn, expected: Iterable[str], present: Mapping[str, Any], what: str,
+            file: str) -> None:
+    """Name what run.json promises but the series lacks, so a missing flow or link is never silent."""
+    lacking = [name for name in expected if name not in present]
+    if lacking:
+        message = f"no rows for {what} {', '.join(lacking)} in series/{file}"
+        warn(message)
+        _note(ax, f"no data: {message}")
+
+
+def series_groups(run: Run, name: str, columns: tuple[str, ...], warn: Warn) -> tuple[dict[str, Series], str | None]:
+    """series/NAME.csv's rows grouped by its key column (one group "" without one), in order of
+    first appearance, each of `columns` as floats; or no groups and why there is no data."""
+    series = run.read_series(name, columns)
+    if series.problem:
+        return {}, series.problem
+    if series.warning:
+        warn(series.warning)
+    frame = series.frame
+    key = SERIES_KEYS.get(name)
+    grouped = frame.groupby(key, sort=False) if key else [("", frame)]
+    return {str(k): {c: g[c].to_numpy(dtype=float) for c in columns} for k, g in grouped}, None
+
+
+def show_value(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value)

@@ -1,0 +1,402 @@
+"""The report of a run or a sweep: one self-contained DIR/report.html; and what a sweep is made
+into once it ends (finish_sweep: the aggregate, the series export, the figures, the report).
+
+What ran, where and when, the numbers per configuration and the figures with captions, drawn
+from the directory's files alone (docs/results.md, docs/sweeps.md). The file stands alone: the
+figures are PNGs inside it as data: URIs, the CSS is inline, there is no script and no external
+resource, so it opens from a mail attachment or a USB stick. Every string that comes from a
+file is HTML-escaped: parameter values and names are the user's text.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import html
+import io
+import json
+import math
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any, Protocol
+
+from matplotlib.figure import Figure
+
+from bloatlab.analysis import plots, sweep_plots
+from bloatlab.analysis.aggregate import write_aggregate, write_series_export
+from bloatlab.analysis.plots import show_value as _show
+from bloatlab.analysis.summary import summary_lines
+from bloatlab.errors import BloatlabError
+from bloatlab.results.reader import Sweep, dig, flatten, is_run, is_sweep, load_run, load_sweep
+from bloatlab.specs.units import format_duration_ns, format_rate
+
+# Per-run figures: file stem -> (the series it needs, caption).
+RUN_FIGURES = {
+    "cwnd": ("cwnd", "Congestion window over the run, in packets: the bulk flows (top; dashed: ssthresh) "
+                     "and each web fetch's connection (bottom)."),
+    "queue": ("queue", "Backlog of each probed queue over the run, in packets; dotted: the queue's packet "
+                       "limit; the legend counts its drops."),
+    "rtt": ("ping", "Ping round-trip time of every reply over the run; lost requests have no point."),
+    "throughput": ("throughput", "Throughput of each bulk and UDP flow per 100 ms interval, as its receiver "
+                                 "counted it."),
+    "fetch": ("fetch", "Duration of each web fetch against when it started; red crosses: failed fetches."),
+}
+
+# The headline metrics of a sweep's table: (pattern, heading); "*" is a flow or link name.
+HEADLINE = (
+    ("flows.*.goodput_mbps", "goodput * (Mbit/s)"),
+    ("rtt_ms.median", "RTT median (ms)"),
+    ("rtt_ms.p95", "RTT p95 (ms)"),
+    ("fetch_s.mean", "fetch mean (s)"),
+    ("fetch_s.failed", "fetches failed"),
+    ("queue.*.mean_pkts", "queue * mean (packets)"),
+    ("queue.*.max_pkts", "queue * max (packets)"),
+    ("queue.*.drops", "queue * drops"),
+    ("tcp.*_mbps", "TCP * (Mbit/s)"),
+    ("udp.*_mbps", "UDP * (Mbit/s)"),
+    ("udp.lost_percent", "UDP lost (%)"),
+    ("ping.min_ms", "ping min (ms)"),
+    ("ping.avg_ms", "ping avg (ms)"),
+    ("ping.max_ms", "ping max (ms)"),
+    ("ping.mdev_ms", "ping mdev (ms)"),
+)
+
+CSS = """
+body { font-family: system-ui, sans-serif; max-width: 1100px; margin: 1.5em auto; padding: 0 1em; color: #222; }
+h1 { font-size: 1.6em; } h2 { font-size: 1.25em; margin-top: 1.6em; border-bottom: 1px solid #ccc; }
+table { border-collapse: collapse; margin: 0.6em 0; font-size: 0.9em; }
+th, td { border: 1px solid #ccc; padding: 0.25em 0.6em; text-align: left; vertical-align: top; }
+th { background: #f3f3f3; }
+td.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
+figure { margin: 1.2em 0; } figure img { max-width: 100%; height: auto; border: 1px solid #eee; }
+figcaption { font-size: 0.9em; color: #444; max-width: 60em; }
+.bad { color: #b00; } .note { color: #555; font-size: 0.9em; }
+code { font-size: 0.95em; }
+"""
+
+
+class _Html(str):
+    """Markup this module built itself: not escaped again."""
+
+
+def _e(value: Any) -> str:
+    if isinstance(value, _Html):
+        return value
+    if value is None:
+        return "-"
+    return html.escape(value if isinstance(value, str) else json.dumps(value), quote=True)
+
+
+def _table(head: Sequence[Any], rows: Iterable[Sequence[Any]], numeric_from: int | None = None) -> _Html:
+    """A table; cells from column NUMERIC_FROM on are right-aligned numbers."""
+    out = ["<table><thead><tr>", *(f"<th>{_e(h)}</th>" for h in head), "</tr></thead><tbody>"]
+    for row in rows:
+        out.append("<tr>")
+        for i, cell in enumerate(row):
+            cls = ' class="num"' if numeric_from is not None and i >= numeric_from else ""
+            out.append(f"<td{cls}>{_e(cell)}</td>")
+        out.append("</tr>")
+    out.append("</tbody></table>")
+    return _Html("".join(out))
+
+
+def _pairs(rows: Iterable[tuple[str, Any]]) -> _Html:
+    """A two-column table of what and value, leaving out what is unknown."""
+    kept = [(k, v) for k, v in rows if v not in (None, "", [], {})]
+    out = ["<table><tbody>"]
+    out += [f"<tr><th>{_e(k)}</th><td>{_e(v)}</td></tr>" for k, v in kept]
+    out.append("</tbody></table>")
+    return _Html("".join(out))
+
+
+def _figure(fig: Figure, caption: str) -> _Html:
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", metadata={"Software": None})
+    width, height = (round(v) for v in fig.get_size_inches() * fig.dpi)
+    data = base64.b64encode(buffer.getvalue()).decode("ascii")
+    return _Html(f'<figure><img src="data:image/png;base64,{data}" width="{width}" height="{height}" '
+                 f'alt="{_e(caption)}"><figcaption>{_e(caption)}</figcaption></figure>')
+
+
+def _page(title: str, sections: list[str]) -> str:
+    return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+            "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
+            f"<title>{_e(title)}</title><style>{CSS}</style></head><body>\n"
+            + "\n".join(sections) + "\n</body></html>\n")
+
+
+def _number(value: Any, like: float | None = None) -> str:
+    """A number with the decimals its size deserves (those of LIKE, when given)."""
+    if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value):
+        return "-"
+    size = abs(like if isinstance(like, (int, float)) and math.isfinite(like) else value)
+    decimals = 0 if size >= 100 else 1 if size >= 10 else 2 if size >= 1 else 3
+    return f"{value:.{decimals}f}"
+
+
+def _command(doc: dict[str, Any]) -> str | None:
+    command = doc.get("command") or doc.get("argv")
+    if isinstance(command, list):
+        return " ".join(str(c) for c in command)
+    return command if isinstance(command, str) else None
+
+
+def _machine(machine: Any, tools: Any, version: Any) -> _Html:
+    m = machine if isinstance(machine, dict) else {}
+    rows = [("kernel", m.get("kernel")), ("hostname", m.get("hostname")), ("architecture", m.get("machine")),
+            ("CPUs", m.get("cpus")), ("bloatlab", version)]
+    if isinstance(tools, dict):
+        rows += [(tool, ver if ver is not None else "unknown") for tool, ver in tools.items()]
+    return _pairs(rows)
+
+
+def _direction(d: Any) -> list[str]:
+    if not isinstance(d, dict):
+        return ["-"] * 5
+    rate = f"trace {d['trace_path']}" if d.get("trace_path") else format_rate(d.get("rate_bps"))
+    delay = format_duration_ns(d["delay_ns"]) if isinstance(d.get("delay_ns"), int) else "-"
+    jitter = format_duration_ns(d["jitter_ns"]) if isinstance(d.get("jitter_ns"), int) else "-"
+    loss = f"{d['loss'] * 100:g}%" if isinstance(d.get("loss"), (int, float)) else "-"
+    q = d.get("queue") if isinstance(d.get("queue"), dict) else {}
+    limit = f"{q['packets']} packets" if q.get("packets") is not None else f"{q['bytes']} bytes" \
+        if q.get("bytes") is not None else ""
+    extra = [f"{k}={_show(v)}" for k, v in q.items() if k not in ("discipline", "packets", "bytes") and v is not None]
+    return [rate, delay, jitter, loss, " ".join([str(q.get("discipline", "-")), limit, *extra]).strip()]
+
+
+
+def _links(meta: dict[str, Any]) -> _Html | None:
+    links = meta.get("links") or dig(meta, "spec", "topology", "links")
+    if not isinstance(links, list) or not links:
+        return None
+    rows = []
+    for link in links:
+        if not isinstance(link, dict):
+            continue
+        for which in ("forward", "reverse"):
+            d = link.get(which)
+            direction = d.get("direction") if isinstance(d, dict) else which
+            rows.append([link.get("name"), direction, link.get("backend"), *_direction(d)])
+    return _table(["link", "direction", "backend", "rate", "delay", "jitter", "loss", "queue"], rows)
+
+
+# A sweep -------------------------------------------------------------------------------------
+
+def _sweep_report(sweep: Sweep) -> str:
+    meta = sweep.meta
+    runs = [(p, r) for p in sweep.points for r in p.runs]
+    complete = sum(1 for p in sweep.points for _ in p.complete_runs())
+    status = str(meta.get("status") or "unknown")
+    first = sweep.first_run()
+    sections = [f"<h1>Sweep report: {_e(sweep.name)}</h1>",
+                f"<p class=\"{'note' if complete == len(runs) else 'bad'}\">{_e(status)}: {complete} of "
+                f"{len(runs)} runs complete, {len(sweep.points)} points ({_e(sweep_plots.varies(sweep))} varies)</p>"]
+
+    axes = "; ".join(f"{n} = {', '.join(_show(v) for v in values)}" for n, values in sweep.axes) or "none"
+    fixed = meta.get("fixed") if isinstance(meta.get("fixed"), dict) else {}
+    sections += ["<h2>What was run</h2>", _pairs([
+        ("experiment", sweep.name), ("kind", sweep.kind), ("source", meta.get("source")), ("axes", axes),
+        ("repetitions per point", meta.get("repeat")),
+        ("fixed (--set)", " ".join(f"{k}={_show(v)}" for k, v in fixed.items()) or "nothing"),
+        ("command", _command(meta)), ("created", meta.get("created")), ("updated", meta.get("updated")),
+        ("status", status), ("format", meta.get("format"))])]
+    if first is not None and isinstance(first.meta.get("params"), dict):
+        params = first.meta["params"]
+        swept = {n for n, _ in sweep.axes}
+        sections += ["<p class=\"note\">Parameters of every run (the swept ones vary):</p>",
+                     _table(["parameter", "value"], [(k, "swept" if k in swept else _show(v))
+                                                     for k, v in params.items()])]
+
+    sections += ["<h2>Machine</h2>", _machine(meta.get("machine") or (first.meta.get("machine") if first else None),
+                                              first.meta.get("tools") if first else None,
+                                              first.meta.get("bloatlab_version") if first else None)]
+    if sweep.kind == "experiment" and first is not None and (links := _links(first.meta)) is not None:
+        sections += ["<h2>Topology</h2>", "<p class=\"note\">Links of the first run, as it ran (a swept parameter "
+                                          "may change them from point to point).</p>", links]
+
+    sections += ["<h2>Results per configuration</h2>", *_sweep_tables(sweep)]
+    sections += ["<h2>Runs</h2>", _runs_table(sweep)]
+
+    figures = sweep_plots.build_sweep_figures(sweep)
+    sections.append("<h2>Figures</h2>")
+    sections += [_figure(d.figure, d.caption) for d in figures.drawn]
+    if figures.skipped:
+        sections.append("<p class=\"note\">Not drawn: " + "; ".join(_e(s) for s in figures.skipped) + ".</p>")
+    if figures.warnings:
+        sections.append("<p class=\"bad\">Warnings about missing data:</p><ul>"
+                        + "".join(f"<li>{_e(w)}</li>" for w in figures.warnings) + "</ul>")
+    return _page(f"bloatlab sweep: {sweep.name}", sections)
+
+
+def _sweep_tables(sweep: Sweep) -> list[str]:
+    if sweep.aggregate is None:
+        return [f"<p class=\"bad\">No per-point statistics: {_e(sweep.aggregate_problem)}.</p>"]
+    names = sweep.metric_names()
+    columns = [(name, heading.replace("*", star).replace("  ", " ")) for pattern, heading in HEADLINE
+               for name in names if (star := sweep_plots.match_metric(pattern, name)) is not None]
+    axes = [n for n, _ in sweep.axes]
+    n_of = {p.get("label"): p.get("n") for p in sweep.aggregate.get("points") or [] if isinstance(p, dict)}
+    rows = []
+    for point in sweep.points:
+        cells = [point.label, *(_show(point.values.get(a)) for a in axes), n_of.get(point.label, 0)]
+        for name, _ in columns:
+            stats = sweep.metric(point, name) or {}
+            mean, sd = stats.get("mean"), stats.get("sd")
+            spread = f" ± {_number(sd, mean)}" if sd is not None else ""
+            cells.append("-" if mean is None else _number(mean) + spread)
+        rows.append(cells)
+    out = ["<p class=\"note\">Mean ± sample standard deviation over each point's complete runs (n); "
+           "no ± where n &lt; 2. Failed and incomplete runs do not count.</p>",
+           _table(["point", *axes, "n", *(h for _, h in columns)], rows, numeric_from=1 + len(axes))]
+    # Every metric, for whoever needs more than the headline: mean, sd and the 95% CI.
+    detail = []
+    for name in names:
+        row = [name]
+        for point in sweep.points:
+            stats = sweep.metric(point, name) or {}
+            mean, low, high = stats.get("mean"), stats.get("ci95_low"), stats.get("ci95_high")
+            ci = f" [{_number(low, mean)}, {_number(high, mean)}]" if low is not None and high is not None else ""
+            row.append("-" if mean is None else f"{_number(mean)} ± {_number(stats.get('sd'), mean)}{ci} "
+                                                f"(n={stats.get('n')})")
+        detail.append(row)
+    out.append("<details><summary>Every metric: mean ± sd [95% confidence interval of the mean] (n)</summary>"
+               + _table(["metric", *(p.label for p in sweep.points)], detail, numeric_from=1) + "</details>")
+    return out
+
+
+def _runs_table(sweep: Sweep) -> str:
+    runs = [(p, r) for p in sweep.points for r in p.runs]
+    lacking = []
+    for point, r in runs:
+        if r.status == "complete" and (r.dir / "run.json").is_file():
+            continue
+        status = r.status if r.status != "complete" else "complete, but its run.json is missing"
+        lacking.append((point.label, r.rep, str(r.dir.relative_to(sweep.path)), status, r.reason))
+    elapsed = [r.elapsed_s for _, r in runs if isinstance(r.elapsed_s, (int, float))]
+    note = f"<p class=\"note\">{len(runs)} runs" + (f", {sum(elapsed):.0f} s in all" if elapsed else "") + ".</p>"
+    if not lacking:
+        return note + "<p>Every run is complete.</p>"
+    return (note + "<p class=\"bad\">Runs that are not complete (they count in no statistic):</p>"
+            + _table(["point", "rep", "directory", "status", "reason"], lacking))
+
+
+# A single run --------------------------------------------------------------------------------
+
+def _run_report(run_dir: Path) -> str:
+    run = load_run(run_dir)
+    meta, summary = run.meta, run.summary
+    complete = meta.get("complete") is True
+    state = "complete" if complete else f"incomplete: {meta.get('incomplete_reason') or 'reason not recorded'}"
+    sections = [f"<h1>Run report: {_e(run.name)}</h1>",
+                f"<p class=\"{'note' if complete else 'bad'}\">{_e(state)}</p>"]
+    duration = dig(meta, "spec", "duration_s")
+    sections += ["<h2>What was run</h2>", _pairs([
+        ("experiment", run.name), ("preset", meta.get("preset")), ("source", meta.get("source")),
+        ("command", _command(meta)), ("started", meta.get("started_at")), ("ended", meta.get("ended_at")),
+        ("duration", f"{duration:g} s" if isinstance(duration, (int, float)) else None),
+        ("seed", dig(meta, "spec", "seed")), ("directory", str(run_dir))])]
+    if isinstance(meta.get("params"), dict) and meta["params"]:
+        sections.append(_table(["parameter", "value"], [(k, _show(v)) for k, v in meta["params"].items()]))
+    sections += ["<h2>Machine</h2>", _machine(meta.get("machine"), meta.get("tools"), meta.get("bloatlab_version"))]
+    if (links := _links(meta)) is not None:
+        sections += ["<h2>Topology</h2>", links]
+    flows = meta.get("flows")
+    if isinstance(flows, dict) and flows:
+        sections.append(_table(["flow", "kind", "from", "to", "congestion control"],
+                               [(n, f.get("kind"), f.get("src"), f.get("dst"), f.get("cc"))
+                                for n, f in flows.items() if isinstance(f, dict)]))
+
+    sections.append("<h2>Results</h2>")
+    lines = summary_lines(summary) if summary else []
+    if lines:
+        plus_minus = [(k.replace("+-", "±"), v.replace("+-", "±")) for k, v in lines]
+        sections.append(_table(["measure", "value"], plus_minus))
+    numbers = list(flatten(summary or {}).items())
+    if numbers:
+        table = _table(["metric", "value"], [(k, _number(v)) for k, v in numbers], numeric_from=1)
+        sections.append(table if not lines else f"<details><summary>Every number of summary.json</summary>{table}"
+                                                "</details>")
+    if not lines and not numbers:
+        sections.append("<p class=\"bad\">summary.json has no numbers.</p>")
+    problems = [str(x) for key in ("errors", "warnings") if isinstance(meta.get(key), list) for x in meta[key]]
+
+    figures, warnings = plots.build_figures(run)
+    sections.append("<h2>Figures</h2>")
+    skipped = []
+    present = run.series_names()
+    for name, fig in figures.items():
+        series, caption = RUN_FIGURES.get(name, (None, name))
+        if series and series not in present:
+            skipped.append(f"{name} (no series/{series}.csv)")
+            continue
+        sections.append(_figure(fig, caption))
+    if skipped:
+        sections.append(f"<p class=\"note\">Not drawn: {_e(', '.join(skipped))}.</p>")
+    warnings = [w for w in warnings if not any(w.startswith(f"{s.split()[0]}.png:") for s in skipped)]
+    if problems or warnings:
+        sections.append("<h2>Warnings</h2><ul>" + "".join(f"<li>{_e(w)}</li>" for w in [*problems, *warnings])
+                        + "</ul>")
+    return _page(f"bloatlab run: {run.name}", sections)
+
+
+# Entry points --------------------------------------------------------------------------------
+
+def write_report(path: Path) -> Path:
+    """Write PATH/report.html for a run directory (run.json + summary.json) or a sweep directory
+    (sweep.json); returns its path."""
+    path = Path(path)
+    if is_sweep(path):
+        page = _sweep_report(load_sweep(path))
+    elif is_run(path):
+        page = _run_report(path)
+    else:
+        raise BloatlabError(f"{path} is neither a run directory (run.json and summary.json) nor a sweep "
+                            "directory (sweep.json)", field="DIR")
+    out = path / "report.html"
+    tmp = out.with_suffix(".tmp")
+    tmp.write_text(page, encoding="utf-8")
+    tmp.replace(out)  # a reader never sees half a report
+    return out
+
+
+class Finished(Protocol):
+    """What a sweep's outcome carries that finish_sweep adds to."""
+
+    files: list[Path]
+    warnings: list[str]
+
+
+def finish_sweep(out: Path, doc: dict[str, Any], outcome: Finished, svg: bool = False) -> None:
+    """What a sweep's complete runs are made into once it ends: the aggregate, the long series
+    export, the comparison figures and report.html (the sweep `doc` is sweep.json's document)."""
+    write_aggregate(doc, out)
+    write_series_export(doc, out)
+    outcome.files += [out / "aggregate.csv", out / "aggregate.json", out / "series.csv.gz"]
+    try:
+        plotted = sweep_plots.plot_sweep(out, svg=svg)
+        outcome.files += plotted.files
+        outcome.warnings += plotted.warnings
+        outcome.files.append(write_report(out))
+    except Exception as e:  # the runs and the aggregate are written; `bloatlab report` retries
+        outcome.warnings.append(f"no figures or report: {e}; bloatlab report {out} retries")
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    print(write_report(args.dir))
+    return 0
+
+
+def add_parser(commands: argparse._SubParsersAction, formatter_class) -> argparse.ArgumentParser:
+    """Registers `bloatlab report` among the CLI's commands."""
+    summary = "write the self-contained HTML report of a run or a sweep"
+    sub = commands.add_parser(
+        "report", help=summary, formatter_class=formatter_class,
+        description=f"{summary}\n\nReads DIR's files alone (run.json, summary.json, series/; or sweep.json, "
+                    "aggregate.json and the\nrun directories) and writes DIR/report.html: what ran, on what machine, "
+                    "the numbers per\nconfiguration and the figures, embedded. It opens in any browser, with no "
+                    "server (docs/sweeps.md).",
+        epilog="examples:\n  bloatlab report results/q\n  bloatlab report results/cs244-maxq100-20261121-101500")
+    sub.set_defaults(handler=cmd_report)
+    sub.add_argument("dir", metavar="DIR", type=Path, help="a run's or a sweep's results directory")
+    return sub
+

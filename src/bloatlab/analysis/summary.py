@@ -1,0 +1,71 @@
+"""A run's summary for people: lines for the terminal, runs side by side, a sweep's log line."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def show_number(value: Any, spec: str) -> str:
+    """A number as `spec` formats it, or "-" for none."""
+    return "-" if value is None else format(value, spec)
+
+
+def summary_lines(summary: dict[str, Any]) -> list[tuple[str, str]]:
+    """(label, value) lines of a summary, for the terminal."""
+    lines: list[tuple[str, str]] = []
+    for name, flow in summary.get("flows", {}).items():
+        value = f"{show_number(flow.get('goodput_mbps'), '.2f')} Mbit/s"
+        if flow.get("retransmits") is not None:
+            value += f", {flow['retransmits']} retransmits"
+        if flow.get("lost_percent") is not None:
+            value += f", {flow['lost_percent']:.2f}% lost"
+        lines.append((f"{name} goodput", value))
+    rtt = summary.get("rtt_ms", {})
+    if rtt.get("count"):
+        lines.append(("ping RTT min/median/p95/max",
+                      "/".join(show_number(rtt.get(k), ".1f") for k in ("min", "median", "p95", "max")) + " ms"))
+        lines.append(("pings answered / lost", f"{rtt['count']} / {rtt.get('lost', 0)}"))
+    fetch = summary.get("fetch_s", {})
+    if fetch.get("count") or fetch.get("failed"):
+        lines.append(("web fetch mean +- sd", f"{show_number(fetch.get('mean'), '.3f')} +- {show_number(fetch.get('stddev'), '.3f')} s"))
+        lines.append(("web fetch median/p95/max",
+                      "/".join(show_number(fetch.get(k), ".3f") for k in ("median", "p95", "max")) + " s"))
+        lines.append(("web fetches ok / failed", f"{fetch['count']} / {fetch.get('failed', 0)}"))
+    for link, q in summary.get("queue", {}).items():
+        lines.append((f"queue {link} mean/max", f"{show_number(q.get('mean_pkts'), '.1f')}/{show_number(q.get('max_pkts'), 'd')} packets"))
+        by_reason = q.get("drops_by_reason")
+        reasons = f" ({', '.join(f'{r} {n}' for r, n in by_reason.items())})" if by_reason else ""
+        lines.append((f"queue {link} drops", show_number(q.get("drops"), "d") + reasons))
+        if q.get("marks"):
+            lines.append((f"queue {link} CE marks", ", ".join(f"{r} {n}" for r, n in q["marks"].items())))
+    return lines
+
+
+def summary_table(columns: list[tuple[str, dict[str, Any]]]) -> str:
+    """Summaries side by side: one column per (heading, summary)."""
+    per_column = [dict(summary_lines(summary)) for _, summary in columns]
+    labels = list(dict.fromkeys(label for col in per_column for label in col))
+    heads = [heading for heading, _ in columns]
+    width = max([len(label) for label in labels] + [0])
+    widths = [max([len(h)] + [len(col.get(label, "-")) for label in labels]) for h, col in zip(heads, per_column)]
+    out = ["  ".join([" " * width] + [h.ljust(w) for h, w in zip(heads, widths)]).rstrip()]
+    for label in labels:
+        cells = [col.get(label, "-").ljust(w) for col, w in zip(per_column, widths)]
+        out.append("  ".join([label.ljust(width)] + cells).rstrip())
+    return "\n".join(out)
+
+
+def headline(summary: dict[str, Any]) -> str:
+    """One line of a run's main numbers, for a sweep's log of finished runs."""
+    parts = []
+    for name, flow in summary.get("flows", {}).items():
+        parts.append(f"{name} {show_number(flow.get('goodput_mbps'), '.2f')} Mbit/s")
+    rtt = summary.get("rtt_ms", {})
+    if rtt.get("count"):
+        parts.append(f"RTT median {show_number(rtt.get('median'), '.1f')} p95 {show_number(rtt.get('p95'), '.1f')} ms")
+    fetch = summary.get("fetch_s", {})
+    if fetch.get("count"):
+        parts.append(f"fetch mean {show_number(fetch.get('mean'), '.2f')} s")
+    for link, q in summary.get("queue", {}).items():
+        parts.append(f"queue {link} mean {show_number(q.get('mean_pkts'), '.1f')} pkts, {show_number(q.get('drops'), 'd')} drops")
+    return "; ".join(parts) or "no measurements"

@@ -1,0 +1,426 @@
+"""The comparison figures of a sweep (docs/sweeps.md), drawn from its directory alone into OUT/plots/.
+
+This module owns how a sweep's points are compared: time series overlaid one line per point
+(from its first complete repetition), web fetch times pooled over every complete repetition,
+and each headline metric against the swept parameter with its 95% confidence interval from
+aggregate.json. It reads sweep.json, aggregate.json and the run directories, never the engine's
+objects, so it draws a finished sweep, an interrupted one and an old one alike.
+
+A figure whose data no run has (a nic sweep has no cwnd, a spec without web workloads no
+fetch.csv) is not drawn and is listed in SweepFigures.skipped; data that some points have and
+others lack is drawn and warned about.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import textwrap
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
+
+from bloatlab.analysis.plots import (CONNECTION, DPI, PANEL_HEIGHT_IN, TIME_LABEL, WIDTH_IN, PlotResult, Warn, save_figures,
+                                     series_groups, show_value)
+from bloatlab.results.files import SERIES_KEYS
+from bloatlab.results.reader import Point, Sweep, SweepRun, load_sweep
+
+# Axis names whose meaning a title should spell out.
+AXIS_WORDS = {"aqm": "queue discipline (aqm)", "maxq": "queue size (maxq, packets)",
+              "txqueuelen": "transmit queue length (txqueuelen, packets)", "cc": "congestion control (cc)"}
+# A numeric axis spanning this ratio or more is drawn on a log scale (txqueuelen 1..100000).
+LOG_SPAN = 100
+
+
+def varies(sweep: Sweep) -> str:
+    """What changes from point to point, in words: "queue discipline (aqm)", "maxq × cc"."""
+    names = [n for n, _ in sweep.axes]
+    if len(names) == 1:
+        return AXIS_WORDS.get(names[0], names[0])
+    return " × ".join(names) if names else "point (the sweep has no axes)"
+
+
+# Figures -------------------------------------------------------------------------------------
+
+@dataclass
+class Drawn:
+    name: str  # file stem, "compare-rtt"
+    figure: Figure
+    caption: str  # what the figure shows, for the report
+
+
+@dataclass
+class SweepFigures:
+    drawn: list[Drawn] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)  # data some points lack
+    skipped: list[str] = field(default_factory=list)  # "compare-cwnd: no run has series/cwnd.csv"
+
+
+def plot_sweep(out: Path, svg: bool = False) -> PlotResult:
+    """Draw the sweep's comparison figures into OUT/plots/compare-*.png (and .svg with svg=True)."""
+    figures = build_sweep_figures(load_sweep(out))
+    files = save_figures({d.name: d.figure for d in figures.drawn}, Path(out) / "plots", svg)
+    return PlotResult(files, figures.warnings)
+
+
+def build_sweep_figures(sweep: Sweep) -> SweepFigures:
+    """Every comparison figure, unsaved, with its caption; what was skipped and why."""
+    result = SweepFigures()
+    for overlay in _OVERLAYS:
+        _overlay_figure(sweep, result, *overlay)
+    _fetch_figures(sweep, result)
+    if sweep.aggregate is None:
+        result.warnings.append(f"{sweep.aggregate_problem}: no figures of the metrics against the parameters")
+        result.skipped.append(f"metrics against the parameters: {sweep.aggregate_problem}")
+        return result
+    x_axis = _x_axis(sweep)
+    if x_axis is None:
+        result.skipped.append("metrics against the parameters: the sweep has no axes")
+    else:
+        for stem, what, ylabel, groups in _METRIC_FIGURES:
+            _metric_figure(sweep, result, x_axis, stem, what, ylabel, groups)
+    _tradeoff_figure(sweep, result)
+    return result
+
+
+def _colours(n: int) -> list[Any]:
+    if n <= 10:
+        return [f"C{i}" for i in range(n)]
+    from matplotlib import colormaps
+    return list(colormaps["viridis"](np.linspace(0, 0.9, n)))
+
+
+def _new_figure(title: str, subtitle: str, xlabel: str, ylabel: str) -> tuple[Figure, Axes]:
+    fig = Figure(figsize=(WIDTH_IN, PANEL_HEIGHT_IN), dpi=DPI, layout="constrained")
+    ax = fig.add_subplot()
+    fig.suptitle(title)
+    ax.set_title(subtitle, fontsize=8, loc="left")
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.grid(True, alpha=0.3)
+    return fig, ax
+
+
+def _legend(ax: Axes) -> None:
+    handles, _ = ax.get_legend_handles_labels()
+    if handles:  # beside the axes, as plots.py does: a legend must never hide data
+        ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1), borderaxespad=0,
+                  ncols=math.ceil(len(handles) / 14))
+
+
+def _fixed(sweep: Sweep) -> str:
+    fixed = sweep.meta.get("fixed")
+    return " ".join(f"{k}={show_value(v)}" for k, v in fixed.items()) if isinstance(fixed, dict) and fixed else ""
+
+
+def _subtitle(sweep: Sweep, *parts: str) -> str:
+    fixed = _fixed(sweep)
+    return textwrap.fill("; ".join([f"{sweep.name}", *parts] + ([f"fixed: {fixed}"] if fixed else [])), 120)
+
+
+# Time series, one line per point ------------------------------------------------------------
+
+# name, series, value column, what, y label, drawstyle, keep(key)
+_OVERLAYS: tuple[tuple[str, str, str, str, str, str, Callable[[str], bool]], ...] = (
+    ("compare-cwnd", "cwnd", "cwnd_pkts", "Congestion window", "cwnd (packets)", "default",
+     lambda flow: not CONNECTION.match(flow)),  # the bulk flows; web fetches' connections are short
+    ("compare-queue", "queue", "backlog_pkts", "Queue occupancy", "backlog (packets)", "steps-post", lambda link: True),
+    ("compare-rtt", "ping", "rtt_ms", "Ping round-trip time", "RTT (ms)", "default", lambda key: True),
+    ("compare-throughput", "throughput", "mbps", "Throughput", "throughput (Mbit/s)", "steps-pre", lambda flow: True),
+)
+
+
+def _overlay_figure(sweep: Sweep, result: SweepFigures, name: str, series: str, column: str,
+                    what: str, ylabel: str, drawstyle: str, keep: Callable[[str], bool]) -> None:
+    key = SERIES_KEYS.get(series)
+    def warn(message: str) -> None:
+        result.warnings.append(f"{name}.png: {message}")
+
+    drawn: list[tuple[int, Point, SweepRun, dict[str, Any]]] = []
+    lacking: list[str] = []
+    for i, point in enumerate(sweep.points):
+        complete = point.complete_runs()
+        if not complete:
+            lacking.append(f"{point.label} (no complete run)")
+            continue
+        run = sweep.run(complete[0])
+        if run is None:
+            lacking.append(f"{point.label} (its run.json is unreadable)")
+            continue
+        groups, reason = series_groups(run, series, ("t_s", column), lambda m, p=point.label: warn(f"{p}: {m}"))
+        groups = {k: s for k, s in groups.items() if keep(k)}
+        if reason and "no rows" not in reason:
+            lacking.append(f"{point.label} ({reason})")
+        if reason or not groups:  # no rows: this point's runs have no such flow (load = off)
+            continue
+        drawn.append((i, point, complete[0], groups))
+    if not drawn:
+        result.skipped.append(f"{name}: no complete run has data in series/{series}.csv")
+        return
+    if lacking and len(lacking) < len(sweep.points):
+        warn("not drawn for " + "; ".join(lacking))
+    words = varies(sweep)
+    fig, ax = _new_figure(f"{what} over time, one line per {words}",
+                          _subtitle(sweep, "first complete repetition of each point"), TIME_LABEL, ylabel)
+    colours = _colours(len(sweep.points))
+    styles = ("-", "--", ":", "-.")
+    for i, point, run, groups in drawn:
+        for j, (k, s) in enumerate(groups.items()):
+            label = point.label + (f" {k}" if len(groups) > 1 else "") + (f" (rep{run.rep})" if run.rep != 1 else "")
+            ax.plot(s["t_s"], s[column], color=colours[i], ls=styles[j % len(styles)], lw=0.9,
+                    drawstyle=drawstyle, label=label)
+    ax.set_ylim(bottom=0)
+    _legend(ax)
+    result.drawn.append(Drawn(name, fig, f"{what} over time for each sweep point ({words} varies), "
+                                         "from the first complete repetition of each point; one line per point"
+                                         + (f" and {key}" if key else "") + "."))
+
+
+# Web fetch times, pooled over every complete repetition -------------------------------------
+
+def _fetch_times(sweep: Sweep, warn: Warn) -> tuple[list[np.ndarray], list[int], list[int], bool]:
+    """Per point: the successful fetches' seconds over all its complete runs, failed fetches,
+    runs that had fetch.csv; and whether any run had fetch.csv at all."""
+    seconds, failed, runs, any_file = [], [], [], False
+    for point in sweep.points:
+        ok: list[np.ndarray] = []
+        bad = with_file = 0
+        for r in point.complete_runs():
+            run = sweep.run(r)
+            if run is None:
+                continue
+            groups, reason = series_groups(run, "fetch", ("t_s", "seconds", "ok"),
+                                           lambda m, p=point.label, rep=r.rep: warn(f"{p} rep{rep}: {m}"))
+            if reason and "is missing" in reason:
+                continue
+            any_file = True
+            with_file += 1
+            for s in groups.values():
+                ok.append(s["seconds"][(s["ok"] == 1) & np.isfinite(s["seconds"])])
+                bad += int((s["ok"] != 1).sum())
+        seconds.append(np.concatenate(ok) if ok else np.zeros(0))
+        failed.append(bad)
+        runs.append(with_file)
+    return seconds, failed, runs, any_file
+
+
+def _fetch_figures(sweep: Sweep, result: SweepFigures) -> None:
+    seconds, failed, runs, any_file = _fetch_times(sweep, lambda m: result.warnings.append(f"compare-fetch: {m}"))
+    if not any_file:
+        result.skipped.append("compare-fetch-box, compare-fetch-cdf: no complete run has series/fetch.csv")
+        return
+    if not any(len(s) for s in seconds):
+        result.warnings.append("compare-fetch: no successful web fetch in any run")
+        result.skipped.append("compare-fetch-box, compare-fetch-cdf: no successful web fetch")
+        return
+    words = varies(sweep)
+    colours = _colours(len(sweep.points))
+    pooled = "all fetches of every complete repetition of each point"
+
+    fig, ax = _new_figure(f"Web fetch duration for each {words}", _subtitle(sweep, pooled), "",
+                          "fetch duration (s)")
+    positions = np.arange(1, len(sweep.points) + 1)
+    present = [i for i, s in enumerate(seconds) if len(s)]
+    ax.boxplot([seconds[i] for i in present], positions=positions[present], showmeans=True, widths=0.6)
+    ticks = [f"{p.label}\n{len(s)} ok" + (f", {f} failed" if f else "") + f"\n{n} run{'s' if n != 1 else ''}"
+             for p, s, f, n in zip(sweep.points, seconds, failed, runs)]
+    ax.set_xticks(positions, ticks, fontsize=8, rotation=30 if len(ticks) > 5 else 0)
+    ax.set_xlim(0.4, len(sweep.points) + 0.6)
+    ax.set_ylim(bottom=0)
+    result.drawn.append(Drawn("compare-fetch-box", fig,
+                              f"Web fetch duration for each sweep point ({words} varies), over {pooled}: "
+                              "box from the first to the third quartile, line at the median, triangle at "
+                              "the mean, whiskers to 1.5 × the interquartile range, circles beyond."))
+
+    fig, ax = _new_figure(f"Web fetch duration CDF for each {words}", _subtitle(sweep, pooled),
+                          "fetch duration (s)", "fraction of fetches at most this long")
+    for i, (point, s) in enumerate(zip(sweep.points, seconds)):
+        if len(s):
+            ordered = np.sort(s)
+            # From 0 at the shortest fetch, a step up at each one.
+            ax.step(np.concatenate([ordered[:1], ordered]), np.arange(len(s) + 1) / len(s), where="post",
+                    color=colours[i],
+                    label=f"{point.label} (median {np.median(s):.3f} s, {len(s)} fetches)")
+    ax.set_ylim(0, 1.02)
+    ax.set_xlim(left=0)
+    _legend(ax)
+    result.drawn.append(Drawn("compare-fetch-cdf", fig,
+                              f"Cumulative distribution of web fetch durations for each sweep point "
+                              f"({words} varies), over {pooled}; successful fetches only."))
+
+
+# Metrics against the swept parameter ---------------------------------------------------------
+
+# For each figure, groups of (metric pattern, line label); the first group that matches any
+# metric of aggregate.json is drawn ("*" stands for a flow or link name). Experiment runs have
+# flows.*/rtt_ms.*, nic runs tcp.*/udp.*/ping.*.
+_THROUGHPUT = ((("flows.*.goodput_mbps", "goodput *"),),
+               (("tcp.receiver_mbps", "TCP receiver"), ("udp.receiver_mbps", "UDP receiver")),
+               (("tcp.*_mbps", "TCP *"), ("udp.*_mbps", "UDP *")))
+_DELAY = ((("rtt_ms.median", "RTT median"), ("rtt_ms.p95", "RTT p95")),
+          (("ping.avg_ms", "ping RTT mean"),))
+# file stem (compare-STEM-vs-AXIS), what, y label, metric groups
+_METRIC_FIGURES = (
+    ("throughput", "Throughput", "throughput (Mbit/s)", _THROUGHPUT),
+    ("delay", "Delay", "RTT (ms)", _DELAY),
+    ("fetch", "Web fetch time", "mean fetch duration (s)", ((("fetch_s.mean", "mean fetch duration"),),)),
+    ("queue", "Queue occupancy", "mean backlog (packets)", ((("queue.*.mean_pkts", "mean backlog *"),),)),
+)
+
+
+def match_metric(pattern: str, name: str) -> str | None:
+    """The part "*" stands for when NAME matches PATTERN ("" without a "*"), else None."""
+    head, star, tail = pattern.partition("*")
+    if not star:
+        return "" if name == pattern else None
+    if name.startswith(head) and name.endswith(tail) and len(name) > len(head) + len(tail):
+        middle = name[len(head):len(name) - len(tail)]
+        return middle if "." not in middle else None
+    return None
+
+
+def pick_metrics(names: Iterable[str], groups: tuple[tuple[tuple[str, str], ...], ...]) -> list[tuple[str, str]]:
+    """(metric, label) of the first group that matches any of NAMES."""
+    names = list(names)
+    for group in groups:
+        found = [(name, label.replace("*", star).strip()) for pattern, label in group for name in names
+                 if (star := match_metric(pattern, name)) is not None]
+        if found:
+            return found
+    return []
+
+
+def _numeric(values: list[Any]) -> bool:
+    return bool(values) and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values)
+
+
+def _x_axis(sweep: Sweep) -> str | None:
+    """The axis the metrics are drawn against: the first numeric one, else the first."""
+    axes = sweep.axes
+    for name, values in axes:
+        if _numeric(values):
+            return name
+    return axes[0][0] if axes else None
+
+
+def _mean_ci(stats: dict[str, Any] | None) -> tuple[float, float, float, int]:
+    """mean, the CI's distance below and above it (0 where there is none), n."""
+    if not stats or not isinstance(stats.get("mean"), (int, float)):
+        return math.nan, 0.0, 0.0, 0
+    mean, low, high = float(stats["mean"]), stats.get("ci95_low"), stats.get("ci95_high")
+    below = mean - low if isinstance(low, (int, float)) else 0.0
+    above = high - mean if isinstance(high, (int, float)) else 0.0
+    return mean, below, above, int(stats.get("n") or 0)
+
+
+def _metric_figure(sweep: Sweep, result: SweepFigures, x_axis: str, stem: str, what: str, ylabel: str,
+                   groups: tuple[tuple[tuple[str, str], ...], ...]) -> None:
+    metrics = pick_metrics(sweep.metric_names(), groups)
+    name = f"compare-{stem}-vs-{x_axis}"
+    if not metrics:
+        result.skipped.append(f"{name}: aggregate.json has no {what.lower()} metric")
+        return
+    values = dict(sweep.axes)[x_axis]
+    numeric = _numeric(values)
+    others = [n for n, _ in sweep.axes if n != x_axis]
+    # One line per combination of the other axes' values, in the order the points come.
+    lines: dict[str, list[Point]] = {}
+    for point in sweep.points:
+        key = ",".join(f"{n}={show_value(point.values.get(n))}" for n in others)
+        lines.setdefault(key, []).append(point)
+    words = AXIS_WORDS.get(x_axis, x_axis)
+    fig, ax = _new_figure(f"{what} against {words}" + (f", one line per {' × '.join(others)}" if others else ""),
+                          _subtitle(sweep, "mean over the complete repetitions; bars: 95% confidence interval"),
+                          words, ylabel)
+    colours = _colours(len(lines))
+    markers = ("o", "s", "^", "D", "v")
+    styles = ("-", "--", ":", "-.")
+    drawn = 0
+    for j, (metric, label) in enumerate(metrics):
+        for i, (key, points) in enumerate(lines.items()):
+            xs, ys, below, above = [], [], [], []
+            for point in points:
+                if point.values.get(x_axis) not in values:
+                    continue
+                mean, lo, hi, n = _mean_ci(sweep.metric(point, metric))
+                if n == 0:
+                    continue
+                position = values.index(point.values[x_axis])
+                # Categories side by side a little, so the error bars of two lines do not hide each other.
+                xs.append(point.values[x_axis] if numeric else position + (i - (len(lines) - 1) / 2) * 0.08)
+                ys.append(mean)
+                below.append(lo)
+                above.append(hi)
+            if not xs:
+                continue
+            order = np.argsort(xs)
+            text = label + (f", {key}" if key else "")
+            ax.errorbar(np.asarray(xs, float)[order], np.asarray(ys)[order],
+                        yerr=[np.asarray(below)[order], np.asarray(above)[order]], color=colours[i],
+                        ls=styles[j % len(styles)] if numeric else "none", marker=markers[j % len(markers)],
+                        ms=5, capsize=3, lw=1.2, label=text)
+            drawn += 1
+    if not drawn:
+        result.skipped.append(f"{name}: no point has a value of {', '.join(m for m, _ in metrics)}")
+        return
+    if numeric:
+        positive = [v for v in values if v > 0]
+        if len(positive) == len(values) and max(values) / min(values) >= LOG_SPAN:
+            ax.set_xscale("log")
+        ax.set_xticks(sorted(values), [show_value(v) for v in sorted(values)], fontsize=8)
+        ax.minorticks_off()
+    else:
+        ax.set_xticks(range(len(values)), [show_value(v) for v in values])
+        ax.set_xlim(-0.5, len(values) - 0.5)
+    ax.set_ylim(bottom=0)
+    _legend(ax)
+    names = ", ".join(m for m, _ in metrics)
+    result.drawn.append(Drawn(name, fig, f"{what} ({names}) against {words}"
+                              + (f", one line per value of {' × '.join(others)}" if others else "")
+                              + ": mean over each point's complete repetitions, error bars the 95% confidence "
+                                "interval of the mean (none where a point has fewer than two runs)."))
+
+
+def _tradeoff_figure(sweep: Sweep, result: SweepFigures) -> None:
+    names = sweep.metric_names()
+    throughput = pick_metrics(names, _THROUGHPUT)
+    delay = pick_metrics(names, ((("rtt_ms.p95", "RTT p95"),), (("ping.avg_ms", "ping RTT mean"),)))
+    if not throughput or not delay:
+        result.skipped.append("compare-tradeoff: aggregate.json lacks a throughput or a delay metric")
+        return
+    delay_metric, delay_label = delay[0]
+    fig, ax = _new_figure(f"Throughput against {delay_label}, one marker per configuration",
+                          _subtitle(sweep, "mean over the complete repetitions; bars: 95% confidence intervals"),
+                          f"{delay_label} (ms)", "throughput (Mbit/s)")
+    colours = _colours(len(sweep.points))
+    markers = ("o", "s", "^", "D", "v")
+    drawn, top_x, top_y = 0, 0.0, 0.0
+    for i, point in enumerate(sweep.points):
+        x, xlo, xhi, nx = _mean_ci(sweep.metric(point, delay_metric))
+        for j, (metric, label) in enumerate(throughput):
+            y, ylo, yhi, ny = _mean_ci(sweep.metric(point, metric))
+            if not nx or not ny:
+                continue
+            text = point.label + (f" {label}" if len(throughput) > 1 else "")
+            ax.errorbar([x], [y], xerr=[[xlo], [xhi]], yerr=[[ylo], [yhi]], color=colours[i],
+                        marker=markers[j % len(markers)], ms=6, capsize=3, ls="none", label=text)
+            ax.annotate(point.label, (x, y), textcoords="offset points", xytext=(5, 5), fontsize=7)
+            top_x, top_y = max(top_x, x + xhi), max(top_y, y + yhi)
+            drawn += 1
+    if not drawn:
+        result.skipped.append("compare-tradeoff: no point has both a throughput and a delay")
+        return
+    # From zero, with room for the labels beside the markers.
+    ax.set_xlim(0, max(top_x, 1e-9) * 1.15)
+    ax.set_ylim(0, max(top_y, 1e-9) * 1.15)
+    _legend(ax)
+    result.drawn.append(Drawn("compare-tradeoff", fig,
+                              f"Throughput ({', '.join(m for m, _ in throughput)}) against {delay_label} "
+                              f"({delay_metric}): one marker per sweep point, at the means over its complete "
+                              "repetitions, error bars the 95% confidence intervals both ways. Up and to the "
+                              "left is better."))

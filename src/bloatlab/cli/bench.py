@@ -1,0 +1,61 @@
+"""`bloatlab bench`: benchmarks of bloatlab itself (link: lab/bench.py; replay: cli/replay.py)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+from bloatlab.cli import replay
+from bloatlab.cli.common import formatter, need_root
+from bloatlab.errors import BloatlabError
+from bloatlab.specs.units import parse_duration_ns, parse_rate
+
+
+def cmd_bench_link(args: argparse.Namespace) -> int:
+    rates = [parse_rate(r.strip(), "--rates") for r in args.rates.split(",") if r.strip()]
+    delays = [parse_duration_ns(d.strip(), "--delay") for d in args.delay.split(",") if d.strip()]
+    duration_s = parse_duration_ns(args.duration, "--duration", allow_zero=False) / 1e9
+    if duration_s < 2:
+        raise BloatlabError("at least 2s, so that the slow start can be left out", field="--duration")
+    if not 1 <= args.rounds <= 20:
+        raise BloatlabError(f"{args.rounds} is out of range; give 1 to 20", field="--rounds")
+    need_root("bench link")
+    from bloatlab.lab import bench  # builds networks: imported when it runs
+
+    out_dir = Path(args.out or f"results/bench-link-{time.strftime('%Y%m%d-%H%M%S')}")
+    doc = bench.run_link(rates, delays, duration_s, args.rounds, out_dir)
+    table = doc.pop("table")
+    if args.json:
+        print(json.dumps(doc, indent=2))
+    else:
+        print(table)
+        print()
+        print("\n".join(doc["targets"]))
+        print(f"\nresults: {out_dir}/bench-link.txt and bench-link.json")
+    return 0
+
+
+def add_parsers(commands: argparse._SubParsersAction) -> None:
+    parser = commands.add_parser("bench", help="benchmarks of bloatlab itself", formatter_class=formatter,
+                                 description="Benchmarks of bloatlab itself.")
+    benchmarks = parser.add_subparsers(dest="bench_command", metavar="BENCHMARK", required=True)
+    link = benchmarks.add_parser(
+        "link", help="how faithfully each link backend emulates rate and delay",
+        formatter_class=formatter,
+        description="Measures each backend at each rate and delay: achieved rate, RTT, queueing delay.",
+        epilog="examples:\n  sudo bloatlab bench link\n"
+               "  sudo bloatlab bench link --rates 10mbit,100mbit --delay 5ms --duration 3s --out results/bench")
+    link.set_defaults(handler=cmd_bench_link)
+    link.add_argument("--json", action="store_true", help="print the results as JSON")
+    link.add_argument("--rates", default="1.5mbit,10mbit,100mbit,1gbit,unlimited",
+                      help="comma-separated link rates (default: %(default)s)")
+    link.add_argument("--delay", default="0ms,10ms",
+                      help="comma-separated one-way delays, each way (default: %(default)s)")
+    link.add_argument("--duration", default="5s", help="how long each measurement runs (default: %(default)s)")
+    link.add_argument("--rounds", type=int, default=3, metavar="N",
+                      help="alternating runs of the unlimited pair without delay, whose throughput is CPU-bound "
+                           "and varies most; its target is judged on the median ratio (default: %(default)s)")
+    link.add_argument("--out", metavar="DIR", type=Path, help="write raw results under DIR")
+    replay.add_bench_parser(benchmarks)

@@ -1,0 +1,197 @@
+"""`bloatlab run` (one run, or a sweep), `presets`, `plot`, `compare` and `report`."""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import sys
+from pathlib import Path
+
+from typing import TYPE_CHECKING
+
+from bloatlab.cli.common import UsageError, add_command, need_root
+from bloatlab.errors import BloatlabError
+from bloatlab.lab.executors import EXECUTORS
+from bloatlab.specs.experiment import MAX_REPEAT, Source, list_presets, plan_sweep, preset_info, sweep_axes
+
+if TYPE_CHECKING:
+    from bloatlab.lab.run import Outcome
+
+# The layers a command runs are imported when it runs: `bloatlab --help` and the commands that
+# only read a file start without pandas and matplotlib.
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from bloatlab.analysis.summary import summary_table
+    from bloatlab.lab.run import default_out, run_experiment
+
+    if (args.spec is None) == (args.preset is None):
+        raise UsageError("give a spec file or --preset NAME (bloatlab presets lists them), not both")
+    if args.repeat is not None and not 1 <= args.repeat <= MAX_REPEAT:
+        raise UsageError(f"{args.repeat} repetitions; give --repeat a whole number from 1 to {MAX_REPEAT}")
+    source = Source(args.preset, args.spec)
+    sets = args.set or []
+    axes = sweep_axes(args.preset, args.spec, sets, args.sweep or [])
+    repeat = args.repeat if args.repeat is not None else source.load(sets).repeat  # the spec's own `repeat`
+    if axes or repeat > 1 or args.resume:
+        return _sweep(args, source, sets, axes, repeat)
+    experiment = source.load(sets)
+    need_root("run")
+    outcome = run_experiment(experiment, args.out or default_out(experiment), progress=not args.quiet, svg=args.svg)
+    label = " ".join(f"{k}={v}" for k, v in experiment.params.items()) or experiment.name
+    print(summary_table([(label, outcome.summary)]))
+    for warning in outcome.warnings:
+        print(f"warning: {warning}", file=sys.stderr)
+    print(f"\nresults: {outcome.run_dir}/ (summary.json, series/, raw/)")
+    if outcome.plots:
+        print(f"plots:   {outcome.run_dir / 'plots'}/ ({', '.join(p.name for p in outcome.plots if p.suffix == '.png')})")
+    if outcome.report:
+        print(f"report:  {outcome.report}")
+    return _exit_status(outcome)
+
+
+def _exit_status(outcome: Outcome) -> int:
+    if not outcome.complete:
+        print(f"bloatlab: the run is incomplete ({outcome.reason}); what was measured is kept", file=sys.stderr)
+        return 130 if (outcome.reason or "").startswith("interrupted") else 1
+    return 0
+
+
+def _sweep(args: argparse.Namespace, source: Source, sets: list[str], axes: list[tuple[str, list[str]]],
+           repeat: int) -> int:
+    """The cross product of the axes, `repeat` times each (docs/sweeps.md)."""
+    from bloatlab.lab.executors import executor
+    from bloatlab.lab.run import sweep_experiment
+
+    if args.resume and args.out is None:
+        raise UsageError("--resume needs --out DIR: the directory of the sweep to finish")
+    plan = plan_sweep(source, sets, axes)  # every point is checked before the first run
+    need_root("run")
+    first = plan.first
+    out = args.out or Path("results") / f"{first.name}-sweep-{dt.datetime.now().strftime('%Y%m%d-%H%M%S')}"
+    total = len(plan.points) * repeat
+    print(f"sweep {first.name}: {len(plan.points)} point(s) x {repeat} repetition(s) = {total} runs "
+          f"of {first.duration_s:g} s into {out}/", flush=True)
+    outcome = sweep_experiment(plan, out, repeat=repeat, resume=args.resume, progress=not args.quiet, svg=args.svg,
+                               command=["bloatlab", *sys.argv[1:]], executor=executor(args.executor))
+    return outcome.tell()
+
+
+def cmd_presets(args: argparse.Namespace) -> int:
+    if args.name:
+        description, params = preset_info(args.name)
+        print(description)
+        print("\nparameters (--set NAME=VALUE):")
+        width = max((len(p.name) for p in params), default=0)
+        for p in params:
+            swept = f"; without --set runs each of: {', '.join(map(str, p.sweep))}" if p.sweep else ""
+            print(f"  {p.name:<{width}}  {p.help} (default {p.default}, {p.type}{swept})")
+        print(f"\nrun it:  sudo bloatlab run --preset {args.name}")
+        return 0
+    presets = list_presets()
+    width = max(len(name) for name, _ in presets)
+    for name, line in presets:
+        print(f"{name:<{width}}  {line}")
+    print("\nits parameters:  bloatlab presets NAME\nrun one:         sudo bloatlab run --preset NAME [--set PARAM=VALUE ...]")
+    return 0
+
+
+def cmd_plot(args: argparse.Namespace) -> int:
+    from bloatlab.analysis.plots import plot_run
+
+    result = plot_run(args.dir, svg=args.svg)
+    for warning in result.warnings:
+        print(f"warning: {warning}", file=sys.stderr)
+    for path in result.files:
+        print(path)
+    return 0
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    from bloatlab.analysis.summary import summary_table
+    from bloatlab.results.reader import is_run, load_run
+
+    runs = []
+    for run_dir in args.dirs:
+        if not is_run(run_dir):
+            raise BloatlabError(f"{run_dir} is not a bloatlab run directory (no summary.json/run.json)", field="DIR")
+        runs.append(load_run(run_dir))
+    # Label each column by the parameters that differ between the runs.
+    differ = [k for k in runs[0].params if len({json.dumps(run.params.get(k)) for run in runs}) > 1]
+    columns = [(" ".join(f"{k}={run.params.get(k)}" for k in differ) or run.path.name, run.summary) for run in runs]
+    same = {k: v for k, v in runs[0].params.items() if k not in differ}
+    if same and len(runs) > 1:
+        print("common: " + " ".join(f"{k}={v}" for k, v in same.items()) + "\n")
+    print(summary_table(columns))
+    return 0
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from bloatlab.analysis.report import write_report
+
+    print(write_report(args.dir))
+    return 0
+
+
+def add_parsers(commands: argparse._SubParsersAction) -> None:
+    run = add_command(commands, "run", cmd_run, "run an experiment and write its results, plots and summary",
+                      "Builds the experiment's network, runs its workloads (iperf3, ping, curl) on their "
+                      "schedule with\nthe probes (cwnd from tcp:tcp_probe or ss, queue occupancy, "
+                      "throughput), removes the network,\nand writes RUN/run.json, summary.json, "
+                      "series/*.csv, raw/ and plots/ (docs/results.md).\n\n"
+                      "A sweep (--sweep, --repeat, or a parameter the spec sweeps, like aqm in the aqm preset, "
+                      "unless\n--set) runs every point of the cross product of its axes --repeat times, each "
+                      "run in\nOUT/LABEL/repK/, and writes OUT/sweep.json, aggregate.csv and .json (mean, sd, "
+                      "median,\n95% CI per point), series.csv.gz, plots/ and report.html (docs/sweeps.md).\n\n"
+                      "Ctrl-C stops cleanly and keeps what was measured, marked incomplete; a sweep keeps "
+                      "its\ncomplete runs, and --resume finishes it. Needs root.",
+                      ["sudo bloatlab run --preset cs244",
+                       "sudo bloatlab run --preset cs244 --sweep maxq=20,40,60,80,100 --repeat 5 --out results/qlen",
+                       "sudo bloatlab run --preset cs244 --sweep maxq=20,40,60,80,100 --repeat 5 --out results/qlen --resume",
+                       "sudo bloatlab run --preset aqm --set duration=20s   # taildrop, red, codel, pie, fq_codel",
+                       "sudo bloatlab run --preset cs244 --set maxq=20 --set duration=30s --out results/q20",
+                       "sudo bloatlab run my-experiment.toml --set bw_net=1.5mbit"])
+    run.add_argument("spec", metavar="SPEC.toml", nargs="?", type=Path, help="the experiment spec file")
+    run.add_argument("--preset", metavar="NAME", help="a bundled experiment instead (bloatlab presets)")
+    run.add_argument("--set", metavar="NAME=VALUE", action="append",
+                     help="set a parameter of the experiment (repeatable)")
+    run.add_argument("--out", metavar="DIR", type=Path,
+                     help="the results directory (default: results/NAME-PARAMS-TIMESTAMP, "
+                          "or results/NAME-sweep-TIMESTAMP)")
+    run.add_argument("--sweep", metavar="NAME=V1,V2,...", action="append",
+                     help="run each value of a parameter; repeatable: the runs are the cross product")
+    run.add_argument("--repeat", metavar="N", type=int,
+                     help="runs per sweep point (default: the spec's `repeat`, else 1); repetition K "
+                          "uses seed + K - 1")
+    run.add_argument("--resume", action="store_true",
+                     help="finish the sweep in --out: skip its complete runs, redo the others")
+    run.add_argument("--svg", action="store_true", help="also write the plots as SVG")
+    run.add_argument("--executor", default="local", choices=sorted(EXECUTORS),
+                     help="where a sweep's runs run (default: %(default)s: one after another on this machine)")
+    run.add_argument("--quiet", action="store_true", help="no progress bar")
+
+    presets = add_command(commands, "presets", cmd_presets, "list the bundled experiments, or show one's parameters",
+                          "Without NAME: one line per preset. With NAME: its description and the parameters "
+                          "--set can change.", ["bloatlab presets", "bloatlab presets cs244"])
+    presets.add_argument("name", metavar="NAME", nargs="?", help="a preset")
+
+    plot = add_command(commands, "plot", cmd_plot, "redraw the plots of a run from its files",
+                       "Reads RUN/run.json, summary.json and series/*.csv (nothing else) and writes RUN/plots/.",
+                       ["bloatlab plot results/cs244-maxq100-20261121-101500"])
+    plot.add_argument("dir", metavar="DIR", type=Path, help="a run's results directory")
+    plot.add_argument("--svg", action="store_true", help="also write SVG")
+
+    compare = add_command(commands, "compare", cmd_compare, "print the summaries of runs side by side",
+                          "One column per run, labelled with its parameters.",
+                          ["bloatlab compare results/q20 results/q100"])
+    compare.add_argument("dirs", metavar="DIR", type=Path, nargs="+", help="results directories of runs")
+
+    summary = "write the self-contained HTML report of a run or a sweep"
+    report = add_command(commands, "report", cmd_report, summary,
+                             "Reads DIR's files alone (run.json, summary.json, series/; or sweep.json, aggregate.json and "
+                             "the\nrun directories) and writes DIR/report.html: what ran, on what machine, the numbers "
+                             "per\nconfiguration and the figures, embedded. It opens in any browser, with no server "
+                             "(docs/sweeps.md).",
+                             ["bloatlab report results/q", "bloatlab report results/cs244-maxq100-20261121-101500"])
+    report.add_argument("dir", metavar="DIR", type=Path, help="a run's or a sweep's results directory")

@@ -1,0 +1,27 @@
+"""What the experiment layer needs of a testbed: hosts, by name, that run commands and have
+addresses. bloatlab.testbed.network.Network is one; workloads and probes are written against
+this, not against how the hosts were built.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Sequence
+from typing import Any, Protocol
+
+
+class Hosts(Protocol):
+    name: str  # the network's name: probes key what they leave on the machine by it
+
+    def exec(self, host: str, argv: Sequence[str], *, input: str | None = None, timeout_s: float | None = ...,
+             check: bool = False) -> subprocess.CompletedProcess[str]:
+        """Run argv in `host` to completion, its output captured."""
+
+    def popen(self, host: str, argv: Sequence[str], **kwargs: Any) -> subprocess.Popen:
+        """Start argv in `host`; kwargs go to subprocess.Popen."""
+
+    def address(self, host: str) -> str:
+        """The host's IP address."""
+
+    def namespace(self, node: str) -> str:
+        """The host's network namespace; an error naming the host when there is no such host."""

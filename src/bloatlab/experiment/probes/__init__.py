@@ -1,0 +1,147 @@
+"""Probes: what a run measures besides the workloads' own output.
+
+    tcp     cwnd, ssthresh and srtt of every flow (tcp:tcp_probe tracepoint, or `ss -tin` polling)
+    qdisc   a kernel qdisc's backlog and drops, sampled over netlink (kernel-backend links)
+    queue   queue occupancy over the run, from bloatlab-link's queue logs or the qdisc samples
+
+RunProbes starts a run's probes together, stops them, and turns what they recorded into the
+rows of series/cwnd.csv and series/queue.csv and the summary's queue numbers.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+
+from bloatlab.errors import MachineError
+from bloatlab.experiment.hosts import Hosts
+from bloatlab.experiment.probes import queue as queue_probe
+from bloatlab.experiment.probes import tcp as tcp_probe
+from bloatlab.experiment.probes.qdisc import QdiscSampler
+from bloatlab.experiment.record import QueueMeasure
+from bloatlab.specs.model import Bulk, Experiment, Web
+
+EMPTY_QUEUE = dict.fromkeys(("mean_pkts", "max_pkts", "mean_bytes", "max_bytes", "drops"))
+
+
+def choose_tcp_probe(wanted: str) -> str:
+    """The TCP probe a spec's `probes.tcp` asks for, as this machine allows: tracepoint, ss or none."""
+    if wanted in ("off", "ss"):
+        return "none" if wanted == "off" else "ss"
+    reason = tcp_probe.TracepointProbe.available()
+    if reason is None:
+        return "tracepoint"
+    if wanted == "tracepoint":
+        raise MachineError(f"the tcp:tcp_probe tracepoint cannot be used here: {reason}; "
+                           'use tcp = "ss" or "auto"', field="probes.tcp")
+    return "ss"
+
+
+@dataclass(frozen=True)
+class QueueSource:
+    """Where one probed link direction's queue is read."""
+
+    link: str  # the link's name, as bloatlab-link names its queue logs
+    which: str  # "forward" or "reverse"
+    kind: str  # "datapath": bloatlab-link's queue log; "tc": a kernel qdisc's counters
+    ns: str | None = None  # for "tc": where the qdisc is
+    iface: str | None = None
+
+
+class RunProbes:
+    """The probes of one run, on hosts that are up."""
+
+    def __init__(self, experiment: Experiment, hosts: Hosts, raw_dir: Path, ports: dict[str, int], tcp_kind: str,
+                 queues: dict[str, QueueSource]):
+        self.exp = experiment
+        self.hosts = hosts
+        self.raw = raw_dir
+        self.ports = ports  # per workload, its server's port
+        self.tcp_kind = tcp_kind
+        self.queue_sources = queues  # per probed direction ("s0->h2")
+        self.tcp: tcp_probe.TracepointProbe | tcp_probe.SsProbe | None = None
+        self.samplers: dict[str, QdiscSampler] = {}
+
+    def start(self) -> None:
+        exp = self.exp
+        if self.tcp_kind == "tracepoint":
+            # Senders only: a bulk flow's client sends to the server's port, a web server from it.
+            self.tcp = tcp_probe.TracepointProbe(
+                self.hosts.name, [], self.raw / "tcp_probe.txt",
+                dports=[self.ports[w.name] for w in exp.workloads if isinstance(w, Bulk)],
+                sports=[self.ports[w.name] for w in exp.workloads if isinstance(w, Web)])
+        elif self.tcp_kind == "ss":
+            senders = sorted({w.src for w in exp.workloads if isinstance(w, Bulk)}
+                             | {w.server for w in exp.workloads if isinstance(w, Web)})
+            self.tcp = tcp_probe.SsProbe(self.hosts, senders, list(self.ports.values()), self.raw / "ss.txt")
+        if self.tcp is not None:
+            self.tcp.start()
+        for name, source in self.queue_sources.items():
+            if source.kind == "tc":
+                path = self.raw / f"qdisc.{source.link}.{source.which}.csv"
+                self.samplers[name] = QdiscSampler(source.ns, source.iface, path).start()
+
+    def stop(self, errors: list[str]) -> None:
+        """Stop every probe; what goes wrong is added to `errors`, and the others still stop."""
+        if self.tcp is not None:
+            try:
+                self.tcp.stop()
+            except Exception as e:
+                errors.append(f"stopping the TCP probe: {e}")
+        for name, sampler in self.samplers.items():
+            try:
+                sampler.stop()
+            except Exception as e:
+                errors.append(f"queue sampler of {name}: {e}")
+
+    @property
+    def tcp_lost_events(self) -> int | None:
+        return getattr(self.tcp, "lost_events", None)
+
+    def cwnd_rows(self, t0_mono: float) -> list[tuple]:
+        """series/cwnd.csv: each bulk flow's data connection named after its workload, and each
+        web fetch's connection as WORKLOAD#N."""
+        if self.tcp is None:
+            return []
+        samples = tcp_probe.read_samples(self.tcp.raw_path, self.tcp_kind)
+        rows = []
+        for w in self.exp.workloads:
+            port = self.ports[w.name]
+            if isinstance(w, Bulk):
+                # The data connection of the sender's sockets to the server's port: the one whose
+                # cwnd grew most (iperf3's control connection idles at its initial window).
+                by_conn = defaultdict(list)
+                for s in samples:
+                    if s.dport == port:
+                        by_conn[s.sport].append(s)
+                if by_conn:
+                    data = max(by_conn.values(), key=lambda conn: (max(s.cwnd_pkts for s in conn), len(conn)))
+                    rows += [(s, w.name) for s in data]
+            elif isinstance(w, Web):
+                by_conn = defaultdict(list)
+                for s in samples:
+                    if s.sport == port:
+                        by_conn[s.dport].append(s)
+                ordered = sorted(by_conn.values(), key=lambda conn: conn[0].t_s)
+                rows += [(s, f"{w.name}#{n}") for n, conn in enumerate(ordered, 1) for s in conn]
+        return [(s.t_s - t0_mono, flow, s.cwnd_pkts, s.ssthresh_pkts, s.srtt_ms)
+                for s, flow in sorted(rows, key=lambda r: (r[1], r[0].t_s))]
+
+    def queues(self, duration_s: float, t0_mono: float | None) -> dict[str, QueueMeasure]:
+        """Each probed direction's queue over [0, duration_s]; empty numbers where nothing was recorded."""
+        out = {}
+        for name, source in self.queue_sources.items():
+            trace = None
+            if t0_mono:
+                if source.kind == "tc" and name in self.samplers and self.samplers[name].path.exists():
+                    trace = queue_probe.from_qdisc_csv(self.samplers[name].path, t0_mono)
+                elif source.kind == "datapath":
+                    path = self.raw / "qlog" / f"{source.link}.{source.which}.qlog"
+                    if path.exists():
+                        trace = queue_probe.from_qlog(path, t0_mono)
+            if trace is None:
+                out[name] = QueueMeasure(source.kind, [], dict(EMPTY_QUEUE))
+            else:
+                out[name] = QueueMeasure(source.kind, trace.rows(name, duration_s), trace.summary(duration_s))
+        return out

@@ -1,0 +1,74 @@
+"""What a run measured and knows about itself, as the experiment layer hands it on: the rows of
+its series, the numbers its summary is made of, and the facts run.json records. bloatlab's
+results layer writes it (results/writer.py); nothing here touches a file.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from bloatlab.specs.model import Experiment
+
+
+@dataclass
+class Collected:
+    """What the workloads measured (one workload's, or all of them merged)."""
+
+    flows: dict[str, dict[str, Any]] = field(default_factory=dict)  # summary.json "flows"
+    throughput: list[tuple[float, str, float]] = field(default_factory=list)  # t_s, flow, mbps
+    ping: list[tuple[float, float]] = field(default_factory=list)  # t_s, rtt_ms
+    ping_lost: int = 0
+    per_ping: dict[str, tuple[list[float], int]] = field(default_factory=dict)  # workload: rtts, lost
+    fetch: list[tuple[float, float, str, int]] = field(default_factory=list)  # t_s, s, workload, ok
+    errors: list[str] = field(default_factory=list)  # the workload failed: the run is incomplete
+    warnings: list[str] = field(default_factory=list)  # worth saying, but measurements (a failed fetch)
+
+    def merge(self, other: Collected) -> None:
+        self.flows.update(other.flows)
+        self.throughput += other.throughput
+        self.ping += other.ping
+        self.ping_lost += other.ping_lost
+        self.per_ping.update(other.per_ping)
+        self.fetch += other.fetch
+        self.errors += other.errors
+        self.warnings += other.warnings
+
+
+@dataclass
+class QueueMeasure:
+    """One probed link direction's queue over the run: series rows and its summary numbers."""
+
+    source: str  # "datapath" (bloatlab-link's queue log) or "tc" (a kernel qdisc's counters)
+    rows: list[tuple[float, str, int, int, int]] = field(default_factory=list)  # t_s, link, pkts, bytes, drops
+    summary: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class RunRecord:
+    """A run, whole or cut short, ready to be written."""
+
+    experiment: Experiment
+    started_at: str | None = None  # ISO 8601, wall clock
+    ended_at: str | None = None
+    t0_real: float | None = None  # t0 on the wall clock; None when the schedule never started
+    duration_s: float = 0.0  # what ran of the schedule
+    incomplete_reason: str | None = None
+    errors: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    network: str | None = None
+    backends: list[str] = field(default_factory=list)  # per link, as built
+    ports: dict[str, int] = field(default_factory=dict)  # per workload: its server's port
+    collected: Collected = field(default_factory=Collected)
+    cwnd: list[tuple] = field(default_factory=list)  # t_s, flow, cwnd_pkts, ssthresh_pkts, srtt_ms
+    queues: dict[str, QueueMeasure] = field(default_factory=dict)  # per probed direction ("s0->h2")
+    tcp_probe: str = "none"  # tracepoint, ss or none
+    tcp_lost_events: int | None = None
+    datapath_stats: dict[str, dict[str, Any]] = field(default_factory=dict)  # per userspace direction
+    snapshots: dict[str, Any] = field(default_factory=dict)  # per node: qdiscs and sysctls at the start
+    machine: dict[str, Any] = field(default_factory=dict)
+    tools: dict[str, str | None] = field(default_factory=dict)
+
+    @property
+    def complete(self) -> bool:
+        return self.incomplete_reason is None

@@ -1,0 +1,331 @@
+"""Workloads: the traffic of a run, as real tools in the hosts' namespaces.
+
+    bulk  iperf3 TCP client in `from`, one-shot server in `to`
+    udp   iperf3 UDP at a rate, likewise
+    ping  ping -D at an interval
+    web   python's http.server (bloatlab.experiment.httpd) in `server` with one object; curl in `client` fetches it
+
+Each workload goes through prepare() (servers, before t0), start() and stop() on the
+schedule, end() (whatever still runs is ended: also the Ctrl-C path) and collect(), which
+reads the tools' raw outputs (kept in RUN/raw/) into series rows and summary numbers.
+Times are seconds since the run's t0 on CLOCK_MONOTONIC; ping's wall-clock -D stamps are
+moved onto it with the offset measured at t0.
+"""
+
+from __future__ import annotations
+
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from bloatlab.errors import BloatlabError, MachineError
+from bloatlab.experiment.clock import Clock
+from bloatlab.experiment.hosts import Hosts
+from bloatlab.experiment.parsers import IperfResult, parse_iperf3, parse_iperf3_intervals, parse_ping_replies, parse_ping_summary
+from bloatlab.experiment.record import Collected
+from bloatlab.specs.model import Bulk, Ping, Udp, Web, Workload
+
+LISTEN_TIMEOUT_S = 5.0
+IPERF_INTERVAL_S = 0.1
+
+
+def wait_listening(net: Hosts, host: str, port: int, what: str, timeout_s: float = LISTEN_TIMEOUT_S) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        out = net.exec(host, ["ss", "-Hltn", f"sport = :{port}"]).stdout
+        if out.strip():
+            return
+        time.sleep(0.02)
+    raise MachineError(f"the {what} in {host} did not listen on port {port} within {timeout_s:g} s")
+
+
+def pick_ports(count: int, rng: random.Random | None = None) -> list[int]:
+    """Distinct ports for a run's servers. Random, so two runs at once (whose hosts all have
+    10.0.0.x addresses) can tell their flows apart in the global tcp_probe tracepoint."""
+    rng = rng or random.SystemRandom()
+    return rng.sample(range(20000, 60000), count)
+
+
+class Running:
+    """A workload being run; subclasses know their tool."""
+
+    def __init__(self, workload: Workload, net: Hosts, raw_dir: Path, clock: Clock, port: int):
+        self.w = workload
+        self.net = net
+        self.raw = raw_dir
+        self.clock = clock
+        self.port = port
+        self.procs: list[subprocess.Popen] = []
+        self.started = False
+
+    def prepare(self) -> None:
+        """Before t0: start servers."""
+
+    def start(self) -> None:
+        raise NotImplementedError
+
+    def stop(self) -> None:
+        """The schedule says stop (the default: the tool ends by itself)."""
+
+    def wait(self, deadline: float) -> None:
+        """Wait (until time.monotonic() `deadline`) for the tools to end by themselves."""
+        for proc in self.procs:
+            remaining = deadline - time.monotonic()
+            if remaining > 0 and proc.poll() is None:
+                try:
+                    proc.wait(timeout=remaining)
+                except subprocess.TimeoutExpired:
+                    pass
+
+    def end(self) -> None:
+        """End whatever still runs: SIGINT first (tools print their summaries), then SIGKILL."""
+        for proc in self.procs:
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGINT)
+        for proc in self.procs:
+            try:
+                proc.wait(timeout=3)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+    def collect(self) -> Collected:
+        raise NotImplementedError
+
+    def _spawn(self, host: str, argv: list[str], out: Path, **kwargs: Any) -> subprocess.Popen:
+        with open(out, "wb") as f:
+            proc = self.net.popen(host, argv, stdout=f, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, **kwargs)
+        self.procs.append(proc)
+        return proc
+
+
+class _Timestamped:
+    """Copies a process's stdout to a file, each line prefixed with time.monotonic() at
+    arrival: iperf3's server reports each interval as it ends (--forceflush), so the arrival
+    time puts the interval on the run's clock."""
+
+    def __init__(self, proc: subprocess.Popen, path: Path):
+        self.path = path
+        self.thread = threading.Thread(target=self._copy, args=(proc,), daemon=True)
+        self.thread.start()
+
+    def _copy(self, proc: subprocess.Popen) -> None:
+        with open(self.path, "w") as out:
+            for line in proc.stdout:
+                out.write(f"{time.monotonic():.6f} {line.rstrip()}\n")
+                out.flush()
+
+
+class IperfFlow(Running):
+    """bulk and udp: a one-shot iperf3 server in the receiver, a JSON-reporting client."""
+
+    def prepare(self) -> None:
+        argv = ["iperf3", "-s", "-1", "-p", str(self.port), "-i", str(IPERF_INTERVAL_S), "--forceflush"]
+        proc = self.net.popen(self.w.dst, argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                              stdin=subprocess.DEVNULL, text=True)
+        self.procs.append(proc)
+        self.server_log = _Timestamped(proc, self.raw / f"{self.w.name}.server.txt")
+        wait_listening(self.net, self.w.dst, self.port, f"iperf3 server of {self.w.name}")
+
+    def client_args(self) -> list[str]:
+        raise NotImplementedError
+
+    def start(self) -> None:
+        argv = ["iperf3", "-c", self.net.address(self.w.dst), "-p", str(self.port), "--json",
+                "-t", str(round(self.w.window_s)), *self.client_args()]
+        self._spawn(self.w.src, argv, self.raw / f"{self.w.name}.client.json")
+        self.started = True
+
+    def collect(self) -> Collected:
+        got = Collected()
+        if not self.started:
+            return got
+        self.server_log.thread.join(timeout=5)
+        text = (self.raw / f"{self.w.name}.client.json").read_text(errors="replace")
+        flow: dict[str, Any] = {"kind": self.w.kind, "goodput_mbps": None}
+        try:
+            result = parse_iperf3(text)
+            flow.update(self.flow_summary(result))
+        except BloatlabError as e:
+            got.errors.append(f"{self.w.name}: {e}")
+        got.flows[self.w.name] = flow
+        lines = (self.raw / f"{self.w.name}.server.txt").read_text(errors="replace").splitlines()
+        got.throughput = [(t - self.clock.t0_mono, self.w.name, mbps)
+                          for t, mbps in parse_iperf3_intervals(lines)]
+        return got
+
+    def flow_summary(self, result: IperfResult) -> dict[str, Any]:
+        raise NotImplementedError
+
+
+class BulkFlow(IperfFlow):
+    w: Bulk
+
+    def client_args(self) -> list[str]:
+        args = ["-C", self.w.cc]
+        if self.w.buffer_bytes:
+            args += ["-w", str(self.w.buffer_bytes)]
+        return args
+
+    def flow_summary(self, result: IperfResult) -> dict[str, Any]:
+        return {"goodput_mbps": result.receiver_bps / 1e6, "sender_mbps": result.sender_bps / 1e6,
+                "retransmits": result.retransmits, "seconds": result.seconds, "cc": self.w.cc,
+                "src": self.w.src, "dst": self.w.dst}
+
+
+class UdpFlow(IperfFlow):
+    w: Udp
+
+    def client_args(self) -> list[str]:
+        return ["-u", "-b", str(self.w.rate_bps)]
+
+    def flow_summary(self, result: IperfResult) -> dict[str, Any]:
+        return {"goodput_mbps": result.receiver_bps / 1e6, "sender_mbps": result.sender_bps / 1e6,
+                "lost_percent": result.lost_percent, "jitter_ms": result.jitter_ms,
+                "seconds": result.seconds, "src": self.w.src, "dst": self.w.dst}
+
+
+class PingFlow(Running):
+    w: Ping
+
+    def start(self) -> None:
+        argv = ["ping", "-D", "-n", "-i", f"{self.w.interval_ns / 1e9:g}", self.net.address(self.w.dst)]
+        self._spawn(self.w.src, argv, self.raw / f"{self.w.name}.ping.txt")
+        self.started = True
+
+    def stop(self) -> None:
+        self.end()  # ping runs until told; SIGINT makes it print its statistics
+
+    def collect(self) -> Collected:
+        got = Collected()
+        if not self.started:
+            return got
+        text = (self.raw / f"{self.w.name}.ping.txt").read_text(errors="replace")
+        offset = self.clock.t0_real
+        got.ping = [(r.t_s - offset, r.rtt_ms) for r in parse_ping_replies(text) if r.t_s is not None]
+        try:
+            summary = parse_ping_summary(text)
+            # The request sent just before SIGINT may still be on its way: not lost.
+            got.ping_lost = max(0, summary.transmitted - summary.received - 1)
+        except BloatlabError as e:
+            got.errors.append(f"{self.w.name}: {e}")
+        got.per_ping[self.w.name] = ([rtt for _, rtt in got.ping], got.ping_lost)
+        return got
+
+
+class WebFetches(Running):
+    """K fetches in a row every P seconds, from a thread of ours; each fetch a curl process."""
+
+    w: Web
+
+    def prepare(self) -> None:
+        self.docroot = Path(tempfile.mkdtemp(prefix="bloatlab-web-"))
+        # Incompressible and reproducible: the same page in every run.
+        (self.docroot / "index.html").write_bytes(random.Random(self.w.size_bytes).randbytes(self.w.size_bytes))
+        argv = [sys.executable, "-m", "bloatlab.experiment.httpd", self.net.address(self.w.server), str(self.port),
+                str(self.docroot), self.w.cc]
+        self._spawn(self.w.server, argv, self.raw / f"{self.w.name}.server.log")
+        wait_listening(self.net, self.w.server, self.port, f"web server of {self.w.name}")
+        self.rows: list[tuple[float, float, str, int]] = []
+        self.failures: list[str] = []
+        self.halt = threading.Event()
+        self.current: subprocess.Popen | None = None
+        self.thread = threading.Thread(target=self._loop, name=f"web {self.w.name}", daemon=True)
+
+    def start(self) -> None:
+        self.started = True
+        self.thread.start()
+
+    def stop(self) -> None:
+        self.halt.set()
+
+    def wait(self, deadline: float) -> None:
+        # The server never ends by itself: waiting for it cost every run the whole grace
+        # period. Only the fetch in flight is worth waiting for.
+        if self.started:
+            self.thread.join(timeout=max(0.0, deadline - time.monotonic()))
+
+    def _loop(self) -> None:
+        url = f"http://{self.w.server}:{self.port}/index.html"
+        argv = ["curl", "-s", "-o", "/dev/null", "--max-time", f"{self.w.timeout_ns / 1e9:g}",
+                "-w", "%{time_total} %{http_code} %{size_download}\\n", url]
+        period = self.w.every_ns / 1e9
+        first = self.clock.t0_mono + self.w.start_ns / 1e9
+        k = 0
+        while not self.halt.is_set():
+            for _ in range(self.w.count):
+                if self.halt.is_set() or self.clock.since_t0() >= self.w.stop_ns / 1e9:
+                    return
+                self._fetch(argv)
+            k = max(k + 1, int((time.monotonic() - first) / period) + 1)  # skip periods already past
+            if self.halt.wait(max(0.0, first + k * period - time.monotonic())):
+                return
+
+    def _fetch(self, argv: list[str]) -> None:
+        t_start = self.clock.since_t0()
+        proc = self.net.popen(self.w.client, argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        self.current = proc
+        out = proc.communicate()[0]
+        self.current = None
+        parts = out.split()
+        try:
+            seconds, code, size = float(parts[0]), int(parts[1]), int(parts[2])
+        except (IndexError, ValueError):
+            seconds, code, size = self.clock.since_t0() - t_start, 0, 0
+        ok = proc.returncode == 0 and code == 200 and size == self.w.size_bytes
+        if not ok and not self.halt.is_set():
+            self.failures.append(f"fetch at {t_start:.1f} s: curl exit {proc.returncode}, HTTP {code}, {size} bytes")
+        if ok or not self.halt.is_set():  # a fetch cut short by the end of the run is not a result
+            self.rows.append((t_start, seconds, self.w.name, int(ok)))
+
+    def end(self) -> None:
+        if hasattr(self, "halt"):
+            self.halt.set()
+            proc = self.current
+            if proc is not None and proc.poll() is None:
+                proc.terminate()
+            if self.thread.is_alive():
+                self.thread.join(timeout=self.w.timeout_ns / 1e9 + 5)
+        super().end()
+        if hasattr(self, "docroot"):
+            shutil.rmtree(self.docroot, ignore_errors=True)
+
+    def collect(self) -> Collected:
+        got = Collected()
+        if self.started:
+            got.fetch = list(self.rows)
+            (self.raw / f"{self.w.name}.fetches.txt").write_text(
+                "".join(f"{t:.6f} {s:.6f} {ok}\n" for t, s, _, ok in self.rows))
+            if self.failures:
+                got.warnings.append(f"{self.w.name}: {len(self.failures)} failed fetches, first: {self.failures[0]}")
+        return got
+
+
+RUNNERS = {"bulk": BulkFlow, "udp": UdpFlow, "ping": PingFlow, "web": WebFetches}
+
+
+def running(workload: Workload, net: Hosts, raw_dir: Path, clock: Clock, port: int) -> Running:
+    return RUNNERS[workload.kind](workload, net, raw_dir, clock, port)
+
+
+def check_congestion_controls(workloads: list[Workload]) -> None:
+    """Every TCP workload's congestion control must be one this kernel has."""
+    wanted = {w.cc for w in workloads if isinstance(w, (Bulk, Web))}
+    if not wanted:
+        return
+    try:
+        have = set(Path("/proc/sys/net/ipv4/tcp_available_congestion_control").read_text().split())
+    except OSError:
+        return  # cannot tell; iperf3 will say
+    for index, w in enumerate(workloads):
+        if isinstance(w, (Bulk, Web)) and w.cc not in have:
+            raise MachineError(f"congestion control {w.cc!r} is not available in this kernel (it has: "
+                               f"{', '.join(sorted(have))}); pick one of those or load its module "
+                               f"(modprobe tcp_{w.cc})", field=f"workloads[{index}].cc")

@@ -1,0 +1,48 @@
+"""Stop signals (SIGINT, SIGTERM, SIGHUP) as KeyboardInterrupt, and never lost.
+
+A handler's exception that fires inside a finaliser or an at-fork hook (subprocess runs
+Python's at-fork hooks when it starts a child with preexec_fn) is only printed, never
+raised: the stop would be lost. So the handler also notes the signal, and the loops of long
+work call check(), which raises what was noted but not yet acted on.
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+
+SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+_active: list[Interrupts] = []
+
+
+class Interrupts:
+    """While active, a stop signal raises KeyboardInterrupt; once `cleaning` is set, it is
+    only noted, so a second Ctrl-C cannot leave half-removed what is being cleaned up."""
+
+    def __init__(self, signals: tuple[int, ...] = SIGNALS):
+        self.signals = signals
+        self.cleaning = False
+        self.received: int | None = None
+
+    def __enter__(self) -> Interrupts:
+        self.previous = {sig: signal.signal(sig, self._handle) for sig in self.signals}
+        _active.append(self)
+        return self
+
+    def _handle(self, signum, frame) -> None:
+        self.received = signum
+        if self.cleaning:
+            print("\nbloatlab: cleaning up, one moment", file=sys.stderr)
+            return
+        raise KeyboardInterrupt
+
+    def __exit__(self, *exc: object) -> None:
+        _active.remove(self)
+        for sig, handler in self.previous.items():
+            signal.signal(sig, handler)
+
+
+def check() -> None:
+    """Raise KeyboardInterrupt if a stop signal came and its own raise may have been lost."""
+    if any(i.received is not None and not i.cleaning for i in _active):
+        raise KeyboardInterrupt

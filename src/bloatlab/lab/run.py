@@ -1,0 +1,280 @@
+"""Running an experiment: one run, start to end (Run, run_experiment), or a sweep of runs
+(sweep_experiment). One run is the job that crosses every layer once:
+
+    build the testbed      testbed.network.Network
+    start the workloads    experiment.workloads, on the schedule of experiment.schedule
+    sample the probes      experiment.probes.RunProbes
+    write the results      results.writer, then the plots and report.html (analysis)
+
+Ctrl-C (or SIGTERM, SIGHUP) at any point ends every process, removes the network and the
+probes' tracefs instance, and still writes what was measured, marked `complete: false`.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import functools
+import logging
+import secrets
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from bloatlab.analysis.plots import plot_run
+from bloatlab.analysis.report import finish_sweep, write_report
+from bloatlab.analysis.summary import headline
+from bloatlab.errors import BloatlabError
+from bloatlab.experiment.clock import Clock
+from bloatlab.experiment.probes import QueueSource, RunProbes, choose_tcp_probe
+from bloatlab.experiment.record import Collected, RunRecord
+from bloatlab.experiment.schedule import play
+from bloatlab.experiment.workloads import Running, check_congestion_controls, pick_ports, running
+from bloatlab.interrupts import Interrupts
+from bloatlab.lab.executors import Executor, RunResult, Tick
+from bloatlab.lab.sweep import Axis, SweepOutcome, run_sweep
+from bloatlab.progress import Progress
+from bloatlab.results.files import RunDir
+from bloatlab.results.writer import write_run
+from bloatlab.specs.experiment import SweepPlan
+from bloatlab.specs.model import Bulk, Experiment, Web
+from bloatlab.testbed import netns, state
+from bloatlab.testbed.datapath import lag_warnings
+from bloatlab.testbed.machine import machine, snapshot, tool_versions
+from bloatlab.testbed.network import DP_NODE, Network
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Outcome:
+    run_dir: Path
+    summary: dict[str, Any]
+    complete: bool
+    reason: str | None = None  # why it is incomplete
+    warnings: list[str] = field(default_factory=list)
+    plots: list[Path] = field(default_factory=list)
+    interrupted: bool = False  # a stop signal came (maybe only while cleaning up)
+    report: Path | None = None
+
+
+def default_out(experiment: Experiment, root: Path = Path("results")) -> Path:
+    stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+    tags = "-".join(f"{k}{v}" for k, v in experiment.params.items() if k in ("maxq", "aqm", "cc"))
+    return root / "-".join(x for x in (experiment.name, tags, stamp) if x)
+
+
+def network_name() -> str:
+    """A short name no running network has: networks of two runs at once never collide."""
+    while True:
+        name = f"run-{secrets.token_hex(3)}"
+        if not state.state_dir(name).exists():
+            return name
+
+
+def _now() -> str:
+    return dt.datetime.now().astimezone().isoformat(timespec="seconds")
+
+
+class Run:
+    def __init__(self, experiment: Experiment, out: Path, *, progress: bool | Callable[[float], None] = True,
+                 svg: bool = False):
+        self.exp = experiment
+        self.dir = RunDir(out)
+        self.progress = progress
+        self.svg = svg
+        self.clock = Clock()
+        self.net: Network | None = None
+        self.workloads: list[Running] = []
+        self.probes: RunProbes | None = None
+        self.record = RunRecord(experiment)
+
+    def execute(self) -> Outcome:
+        if self.dir.holds_run():
+            raise BloatlabError(f"{self.dir.path} already holds a run; choose another --out or remove it",
+                                field="--out")
+        check_congestion_controls(list(self.exp.workloads))
+        tcp_flows = any(isinstance(w, (Bulk, Web)) for w in self.exp.workloads)
+        self.record.tcp_probe = choose_tcp_probe(self.exp.probes.tcp) if tcp_flows else "none"
+        try:
+            self.dir.create()
+        except OSError as e:
+            raise BloatlabError(f"cannot create {self.dir.path}: {e.strerror}; choose a writable directory",
+                                field="--out") from None
+        self.record.started_at = _now()
+        with Interrupts() as interrupts:
+            failure: BaseException | None = None
+            try:
+                self._run()
+            except KeyboardInterrupt:
+                interrupts.cleaning = True
+                self.record.incomplete_reason = f"interrupted at {self._elapsed_s():.1f} s of {self.exp.duration_s:g} s"
+            except BaseException as error:
+                interrupts.cleaning = True
+                self.record.incomplete_reason = f"failed: {error}"
+                failure = error
+            interrupts.cleaning = True
+            self._teardown()
+            if failure is not None:
+                self._write_partial()
+                raise failure
+            outcome = self._write()
+            # A Ctrl-C while cleaning up leaves this run whole but must still stop a sweep.
+            outcome.interrupted = interrupts.received is not None
+            return outcome
+
+    def _elapsed_s(self) -> float:
+        return min(self.clock.since_t0(), self.exp.duration_s) if self.clock.started else 0.0
+
+    # Building, running, tearing down ----------------------------------------------------------
+
+    def _run(self) -> None:
+        exp, record = self.exp, self.record
+        record.ports = dict(zip((w.name for w in exp.workloads), pick_ports(len(exp.workloads))))
+        self.net = Network(exp.topology, network_name(), qlog_dir=self.dir.raw / "qlog",
+                           qlog_directions=set(exp.probes.queue))
+        record.network = self.net.name
+        self.net.up()
+        record.backends = list(self.net.backends)
+        self.workloads = [running(w, self.net, self.dir.raw, self.clock, record.ports[w.name])
+                          for w in exp.workloads]
+        for w in self.workloads:
+            w.prepare()
+        record.snapshots = {node: snapshot(self.net.namespace(node)) for node in exp.topology.node_names()}
+        if netns.exists(self.net.datapath_namespace):  # kernel links' qdiscs; "_" is no node's name
+            record.snapshots[DP_NODE] = snapshot(self.net.datapath_namespace)
+        self.probes = RunProbes(exp, self.net, self.dir.raw, record.ports, record.tcp_probe, self._queue_sources())
+        self.probes.start()
+
+        # A callable progress is told the seconds into the run (a sweep draws one bar for all).
+        bar = Progress(exp.duration_s, exp.name) if self.progress is True else None
+        tick = bar.update if bar is not None else self.progress if callable(self.progress) else None
+        play(self.workloads, exp.duration_s, self.clock, tick)
+        if bar is not None:
+            bar.finish()
+
+    def _queue_sources(self) -> dict[str, QueueSource]:
+        """Where each probed direction's queue is read: bloatlab-link's log, or the kernel qdisc."""
+        assert self.net is not None
+        sources = {}
+        for name in self.exp.probes.queue:
+            index, which = self._direction(name)
+            link = self.exp.topology.links[index]
+            if self.net.backends[index] == "kernel":
+                port = self.net.queue_port(index, which)
+                sources[name] = QueueSource(link.name, which, "tc", port.ns, port.iface)
+            else:
+                sources[name] = QueueSource(link.name, which, "datapath")
+        return sources
+
+    def _direction(self, name: str) -> tuple[int, str]:
+        for index, link in enumerate(self.exp.topology.links):
+            for which in ("forward", "reverse"):
+                if link.direction_name(which) == name:
+                    return index, which
+        raise KeyError(name)
+
+    def _teardown(self) -> None:
+        """End every process, stop the probes, remove the network."""
+        errors = self.record.errors
+        for w in self.workloads:
+            try:
+                w.end()
+            except Exception as e:  # keep going: the network must go whatever happened
+                errors.append(f"ending {w.w.name}: {e}")
+        if self.probes is not None:
+            self.probes.stop(errors)
+        if self.net is not None and self.net.status != "new":
+            try:
+                self.net.down()  # the datapath flushes its queue logs as it stops
+            except Exception as e:
+                errors.append(f"removing network {self.net.name}: {e}")
+        self.record.ended_at = _now()
+
+    # Results ----------------------------------------------------------------------------------
+
+    def _collect(self) -> RunRecord:
+        """Everything measured, into the record."""
+        exp, record = self.exp, self.record
+        record.duration_s = min(exp.duration_s, self._elapsed_s()) if record.incomplete_reason else exp.duration_s
+        record.t0_real = self.clock.t0_real or None
+        collected = Collected()
+        if self.clock.started:
+            for w in self.workloads:
+                try:
+                    collected.merge(w.collect())
+                except Exception as e:
+                    record.errors.append(f"reading the results of {w.w.name}: {e}")
+        record.collected = collected
+        record.errors += collected.errors
+        record.warnings += collected.warnings
+        if record.errors and record.incomplete_reason is None:
+            record.incomplete_reason = f"a workload failed: {record.errors[0]}"
+        if self.probes is not None:
+            record.cwnd = self.probes.cwnd_rows(self.clock.t0_mono) if self.clock.started else []
+            record.queues = self.probes.queues(record.duration_s, self.clock.t0_mono if self.clock.started else None)
+            record.tcp_lost_events = self.probes.tcp_lost_events
+        record.datapath_stats = self._datapath_stats()
+        record.warnings += lag_warnings(record.datapath_stats)
+        record.machine, record.tools = machine(), tool_versions()
+        return record
+
+    def _datapath_stats(self) -> dict[str, dict[str, Any]]:
+        """The datapath's final counters per direction name ("s0->h2"), userspace links only."""
+        final = (self.net.final_datapath_stats or {}) if self.net is not None else {}
+        out = {}
+        for link in self.exp.topology.links:
+            stats = final.get("links", {}).get(link.name, {})
+            for which in ("forward", "reverse"):
+                if which in stats:
+                    out[link.direction_name(which)] = stats[which]
+        return out
+
+    def _write_partial(self) -> None:
+        try:
+            self._write(plots=False)
+        except Exception as e:  # the original error matters more
+            log.warning("could not write partial results: %s", e)
+
+    def _write(self, plots: bool = True) -> Outcome:
+        record = self._collect()
+        summary = write_run(self.dir, record)
+        outcome = Outcome(self.dir.path, summary, record.complete, record.incomplete_reason,
+                          warnings=record.errors + record.warnings)
+        if plots:
+            result = plot_run(self.dir.path, svg=self.svg)
+            outcome.plots = result.files
+            outcome.warnings += result.warnings
+            try:
+                outcome.report = write_report(self.dir.path)
+            except Exception as e:  # the measurements are written; a report can be made later
+                outcome.warnings.append(f"report.html not written ({e}); bloatlab report {self.dir.path} retries")
+        return outcome
+
+
+def run_experiment(experiment: Experiment, out: Path | None = None, **kwargs: Any) -> Outcome:
+    return Run(experiment, out or default_out(experiment), **kwargs).execute()
+
+
+# A sweep of an experiment -----------------------------------------------------------------------
+
+# Network build, teardown, iperf3's last report and writing results: added to a run's duration
+# for the first time-left estimate; the sweep learns the real figure as runs finish.
+RUN_OVERHEAD_S = 5.0
+
+
+def sweep_experiment(plan: SweepPlan, out: Path, *, repeat: int, resume: bool = False, progress: bool = True,
+                     svg: bool = False, command: list[str] | None = None,
+                     executor: Executor | None = None) -> SweepOutcome:
+    """Every point of the plan, `repeat` times each, each run an experiment run into OUT/LABEL/repK
+    (docs/sweeps.md); then the aggregate, comparison plots and report of the complete runs."""
+    def run_one(values: dict[str, Any], rep: int, run_dir: Path, tick: Tick) -> RunResult:
+        outcome = run_experiment(plan.load(values, rep), run_dir, progress=tick if progress else False, svg=svg)
+        return RunResult(outcome.complete, outcome.summary, outcome.reason, outcome.warnings, outcome.interrupted)
+
+    first = plan.first
+    return run_sweep(out, kind="experiment", name=first.name, source=first.source or first.name,
+                     axes=[Axis(name, values) for name, values in plan.axes], repeat=repeat, fixed=plan.fixed,
+                     run_one=run_one, estimate_s=first.duration_s + RUN_OVERHEAD_S, headline=headline,
+                     finish=functools.partial(finish_sweep, svg=svg), executor=executor, resume=resume,
+                     progress=progress, command=command, fingerprint=plan.source.fingerprint())

@@ -1,0 +1,67 @@
+"""The files of a run's directory (docs/results.md): their names, the series' columns, and
+how they are written (atomically, so a reader never sees half a file).
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+SERIES_COLUMNS = {
+    "ping": ("t_s", "rtt_ms"),
+    "cwnd": ("t_s", "flow", "cwnd_pkts", "ssthresh_pkts", "srtt_ms"),
+    "queue": ("t_s", "link", "backlog_pkts", "backlog_bytes", "drops"),
+    "fetch": ("t_s", "seconds", "workload", "ok"),
+    "throughput": ("t_s", "flow", "mbps"),
+}
+# The column that says which flow, link or workload a row belongs to; a series without one is
+# a single series of values.
+SERIES_KEYS = {"cwnd": "flow", "queue": "link", "fetch": "workload", "throughput": "flow"}
+
+
+class RunDir:
+    """RUN/ with raw/, series/ and plots/ in it."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self.raw = path / "raw"
+        self.series = path / "series"
+        self.plots = path / "plots"
+
+    def holds_run(self) -> bool:
+        """Whether a run was written here already (its run.json, complete or not)."""
+        return (self.path / "run.json").exists()
+
+    def create(self) -> RunDir:
+        for d in (self.path, self.raw, self.series, self.plots):
+            d.mkdir(parents=True, exist_ok=True)
+        return self
+
+    def write_json(self, name: str, doc: dict[str, Any]) -> Path:
+        path = self.path / name
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(doc, indent=2, default=_jsonable) + "\n")
+        tmp.replace(path)
+        return path
+
+    def write_series(self, name: str, rows: Iterable[Sequence[Any]]) -> Path:
+        path = self.series / f"{name}.csv"
+        with open(path, "w", newline="") as f:
+            out = csv.writer(f)
+            out.writerow(SERIES_COLUMNS[name])
+            for row in rows:
+                out.writerow(["" if v is None else f"{v:.6f}" if isinstance(v, float) else v for v in row])
+        return path
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, (np.integer, np.floating)):
+        return value.item()
+    if isinstance(value, Path):
+        return str(value)
+    raise TypeError(f"{type(value).__name__} is not JSON serialisable")

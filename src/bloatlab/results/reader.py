@@ -1,0 +1,468 @@
+"""The one reader of results: a run's directory and a sweep's (docs/results.md, docs/sweeps.md).
+
+Plots, reports, the aggregate, comparisons and your own notebooks all read through it, as
+Flent reads every data file through its ResultSet:
+
+    import bloatlab
+    run = bloatlab.load_run("results/cs244-maxq100-20261121-101500")
+    run.summary["rtt_ms"]["median"]         # summary.json
+    run.ping                                # DataFrame: t_s, rtt_ms
+    run.cwnd[run.cwnd.flow == "bulk"]        # t_s, flow, cwnd_pkts, ssthresh_pkts, srtt_ms
+    sweep = bloatlab.load_sweep("results/qlen")
+    sweep.metrics()                         # one row per complete run: its point, rep and every number
+    sweep.series("ping")                    # every complete run's pings, with its point and rep
+
+A series that is missing or damaged reads as an empty frame; `run.read_series(name).problem`
+says why, in words the plots and the report show.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from bloatlab.errors import BloatlabError
+from bloatlab.results.files import SERIES_COLUMNS, SERIES_KEYS
+
+# Summary leaves that describe the run rather than measure it.
+NOT_METRICS = {"complete", "duration_s"}
+SWEEP_FORMAT = "bloatlab-sweep/1"
+
+
+def dig(value: Any, *keys: str) -> Any:
+    """value[k1][k2]..., or None where a level is missing or not an object."""
+    for key in keys:
+        if not isinstance(value, dict):
+            return None
+        value = value.get(key)
+    return value
+
+
+def flatten(summary: dict[str, Any], prefix: str = "") -> dict[str, float]:
+    """Every numeric leaf (not a boolean) of a summary, named by its dotted path."""
+    out: dict[str, float] = {}
+    for key, value in summary.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict):
+            out.update(flatten(value, f"{name}."))
+        elif isinstance(value, (int, float)) and not isinstance(value, bool) and name not in NOT_METRICS:
+            if math.isfinite(value):
+                out[name] = float(value)
+    return out
+
+
+def _read_json(path: Path) -> Any:
+    return json.loads(path.read_text())
+
+
+def read_summary(run_dir: Path) -> dict[str, Any] | None:
+    """summary.json as a dict; None when it is missing or damaged."""
+    try:
+        summary = _read_json(Path(run_dir) / "summary.json")
+    except (OSError, ValueError):
+        return None
+    return summary if isinstance(summary, dict) else None
+
+
+# Series ------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Series:
+    """One series file as read: its rows, or why there are none."""
+
+    name: str  # the file's stem: "ping"
+    frame: pd.DataFrame  # numbers as floats (NaN where a cell is empty), the key column as text
+    problem: str | None = None  # "series/ping.csv is missing", "... has no rows"
+    skipped: int = 0  # rows dropped because a cell that should hold a number did not
+    rows: int = 0  # rows in the file
+
+    @property
+    def warning(self) -> str | None:
+        """What a reader should be told besides a problem: rows that were skipped."""
+        if self.skipped and not self.problem:
+            return f"series/{self.name}.csv: skipped {self.skipped} of {self.rows} rows whose cells are not numbers"
+        return None
+
+
+def series_columns(name: str) -> tuple[tuple[str, ...], str | None]:
+    """A series' numeric columns and the column that names what a row belongs to (flow, link,
+    workload; None for one series of values)."""
+    columns = SERIES_COLUMNS.get(name)
+    key = SERIES_KEYS.get(name)
+    return (tuple(c for c in columns if c != key) if columns else ()), key
+
+
+def series_names(run_dir: Path) -> list[str]:
+    """The series a run directory holds (the stems of series/*.csv)."""
+    return sorted(p.stem for p in (Path(run_dir) / "series").glob("*.csv"))
+
+
+def read_text(run_dir: Path, name: str) -> tuple[pd.DataFrame | None, str | None]:
+    """series/NAME.csv with every cell as written (text; a short row's missing cells are None),
+    or None and why it cannot be read."""
+    path = Path(run_dir) / "series" / f"{name}.csv"
+    try:
+        with path.open(newline="") as f:
+            # skipinitialspace: a hand-edited "t_s, rtt_ms" header still names its columns.
+            rows = list(csv.reader(f, skipinitialspace=True))
+    except FileNotFoundError:
+        return None, f"series/{name}.csv is missing"
+    except (OSError, UnicodeDecodeError, csv.Error) as error:
+        return None, f"series/{name}.csv is unreadable: {error}"
+    if not rows or not rows[0]:
+        return None, f"series/{name}.csv is empty (not even a header)"
+    header = rows[0]
+    width = len(header)
+    cells = [row[:width] + [None] * (width - len(row)) for row in rows[1:]]
+    return pd.DataFrame(cells, columns=header, dtype=object), None
+
+
+def read_series(run_dir: Path, name: str, columns: tuple[str, ...] | None = None) -> Series:
+    """series/NAME.csv with `columns` (default: every numeric column the format gives it) as
+    numbers; a row whose such cell is not a number (an empty cell is NaN) is skipped."""
+    known, key = series_columns(name)
+    text, problem = read_text(run_dir, name)
+    if text is None:
+        return Series(name, pd.DataFrame(), problem)
+    if key is None and name not in SERIES_COLUMNS:  # a series of another kind: every column but the key
+        key = next((c for c in text.columns if c in SERIES_KEYS.values()), None)
+    wanted = columns if columns is not None else (known or tuple(c for c in text.columns if c != key))
+    lacking = [c for c in (*([key] if key else []), *wanted) if c not in text.columns]
+    if lacking:
+        return Series(name, pd.DataFrame(), f"series/{name}.csv has no column {', '.join(lacking)}")
+    rows = len(text)
+    if rows == 0:
+        return Series(name, pd.DataFrame(columns=[*([key] if key else []), *wanted]), f"series/{name}.csv has no rows")
+    typed = pd.DataFrame(index=text.index)
+    keep = pd.Series(True, index=text.index)
+    for column in wanted:
+        cells = text[column]
+        stripped = cells.where(cells.isna(), cells.astype(str).str.strip())
+        numbers = pd.to_numeric(stripped.where(stripped != ""), errors="coerce")
+        # A short row's missing cell (None) or a cell that is not a number: not this row.
+        keep &= cells.notna() & ~(numbers.isna() & (stripped != ""))
+        typed[column] = numbers.astype(float)
+    if key:
+        typed.insert(0, key, text[key].fillna("").astype(str))
+    ordered = [c for c in text.columns if c in typed.columns]
+    frame = typed.loc[keep, ordered].reset_index(drop=True)
+    skipped = rows - len(frame)
+    if frame.empty:
+        return Series(name, frame, f"series/{name}.csv has no readable rows", skipped, rows)
+    return Series(name, frame, None, skipped, rows)
+
+
+# A run -------------------------------------------------------------------------------------
+
+class Run:
+    """A run's directory: run.json (meta), summary.json and its series."""
+
+    def __init__(self, path: Path, meta: dict[str, Any], summary: dict[str, Any]):
+        self.path = Path(path)
+        self.meta = meta
+        self.summary = summary  # {} when it is absent
+        self._series: dict[tuple[str, tuple[str, ...] | None], Series] = {}
+
+    def __repr__(self) -> str:
+        return f"<bloatlab run {self.name} at {self.path}{'' if self.complete else ' (incomplete)'}>"
+
+    # What ran ------------------------------------------------------------------------------
+
+    @property
+    def name(self) -> str:
+        return str(self.meta.get("name") or self.path.name)
+
+    @property
+    def spec(self) -> dict[str, Any]:
+        """The resolved experiment (run.json's "spec")."""
+        spec = self.meta.get("spec")
+        return spec if isinstance(spec, dict) else {}
+
+    @property
+    def params(self) -> dict[str, Any]:
+        params = self.meta.get("params")
+        return params if isinstance(params, dict) else {}
+
+    @property
+    def complete(self) -> bool:
+        # A run.json without `complete` was never finished properly: do not vouch for it.
+        return self.meta.get("complete") is True
+
+    @property
+    def incomplete_reason(self) -> str | None:
+        return None if self.complete else self.meta.get("incomplete_reason")
+
+    @property
+    def duration_s(self) -> float:
+        duration = dig(self.meta, "spec", "duration_s")
+        return float(duration) if isinstance(duration, (int, float)) else 0.0
+
+    def flows(self, *kinds: str) -> list[str]:
+        """The names of the run's flows of these kinds (bulk, udp, web)."""
+        flows = self.meta.get("flows")
+        return [n for n, f in flows.items() if dig(f, "kind") in kinds] if isinstance(flows, dict) else []
+
+    def has_workload(self, kind: str) -> bool:
+        """Whether the spec has a workload of `kind`; True when run.json does not say."""
+        workloads = dig(self.meta, "spec", "workloads")
+        if not isinstance(workloads, list):
+            return True
+        return any(isinstance(w, dict) and w.get("kind") == kind for w in workloads)
+
+    def probed_queues(self) -> list[str]:
+        queues = dig(self.meta, "probes", "queue")
+        return list(queues) if isinstance(queues, dict) else []
+
+    def queue_limits_pkts(self) -> dict[str, int]:
+        """Packet limit per link direction ("s0->h2"); directions limited in bytes have none."""
+        limits = {}
+        links = dig(self.meta, "spec", "topology", "links")
+        for link in links if isinstance(links, list) else []:
+            for which in ("forward", "reverse"):
+                direction, packets = dig(link, which, "direction"), dig(link, which, "queue", "packets")
+                if isinstance(direction, str) and isinstance(packets, int):
+                    limits[direction] = packets
+        return limits
+
+    def metrics(self) -> dict[str, float]:
+        """Every number of summary.json, by dotted name ("rtt_ms.median")."""
+        return flatten(self.summary)
+
+    # What it measured ----------------------------------------------------------------------
+
+    def series_names(self) -> list[str]:
+        return series_names(self.path)
+
+    def read_series(self, name: str, columns: tuple[str, ...] | None = None) -> Series:
+        """A series with why it has no rows, if it has none (cached)."""
+        cache_key = (name, columns)
+        if cache_key not in self._series:
+            self._series[cache_key] = read_series(self.path, name, columns)
+        return self._series[cache_key]
+
+    def series(self, name: str) -> pd.DataFrame:
+        return self.read_series(name).frame
+
+    @property
+    def ping(self) -> pd.DataFrame:
+        """t_s, rtt_ms: every ping reply (series/ping.csv)."""
+        return self.series("ping")
+
+    @property
+    def cwnd(self) -> pd.DataFrame:
+        """t_s, flow, cwnd_pkts, ssthresh_pkts, srtt_ms (series/cwnd.csv)."""
+        return self.series("cwnd")
+
+    @property
+    def queue(self) -> pd.DataFrame:
+        """t_s, link, backlog_pkts, backlog_bytes, drops (series/queue.csv)."""
+        return self.series("queue")
+
+    @property
+    def fetches(self) -> pd.DataFrame:
+        """t_s, seconds, workload, ok: every web fetch (series/fetch.csv)."""
+        return self.series("fetch")
+
+    @property
+    def goodput(self) -> pd.DataFrame:
+        """t_s, flow, mbps: each flow's goodput per interval as its receiver counted it
+        (series/throughput.csv)."""
+        return self.series("throughput")
+
+
+def is_run(path: str | Path) -> bool:
+    """Whether `path` holds a finished run's files (run.json and summary.json)."""
+    return (Path(path) / "run.json").is_file() and (Path(path) / "summary.json").is_file()
+
+
+def load_run(path: str | Path) -> Run:
+    """The run in directory `path`; a BloatlabError (field DIR) when it holds none."""
+    run_dir = Path(path)
+    meta_path = run_dir / "run.json"
+    try:
+        meta = _read_json(meta_path)
+    except (FileNotFoundError, NotADirectoryError):
+        raise BloatlabError(f"{run_dir} is not a bloatlab run directory (no run.json)", field="DIR") from None
+    except (OSError, ValueError) as error:  # ValueError: bad JSON or bad UTF-8
+        raise BloatlabError(f"{meta_path} is unreadable: {error}", field="DIR") from None
+    if not isinstance(meta, dict):
+        raise BloatlabError(f"{meta_path} is not a JSON object", field="DIR")
+    return Run(run_dir, meta, read_summary(run_dir) or {})
+
+
+# A sweep -----------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class SweepRun:
+    rep: int
+    dir: Path  # absolute
+    status: str  # pending, complete, incomplete, failed
+    reason: str | None
+    elapsed_s: float | None
+
+    def load(self) -> Run:
+        return load_run(self.dir)
+
+
+@dataclass(frozen=True)
+class Point:
+    label: str
+    values: dict[str, Any]
+    runs: list[SweepRun]
+
+    def complete_runs(self) -> list[SweepRun]:
+        # The engine's word (sweep.json) and the files must agree: a complete run without its
+        # run.json (deleted, or a copy of the sweep without run dirs) cannot be read.
+        return [r for r in self.runs if r.status == "complete" and (r.dir / "run.json").is_file()]
+
+
+@dataclass
+class Sweep:
+    """A sweep's directory: sweep.json (meta), its points and runs, and aggregate.json."""
+
+    path: Path
+    meta: dict[str, Any]
+    points: list[Point]
+    aggregate: dict[str, Any] | None = None  # aggregate.json, None when absent or unreadable
+    aggregate_problem: str | None = None  # why it is None
+    _runs: dict[Path, Run | None] = field(default_factory=dict, repr=False)
+
+    @classmethod
+    def from_document(cls, path: Path, meta: dict[str, Any]) -> Sweep:
+        """The sweep that sweep.json's document `meta` describes, rooted at `path`."""
+        path = Path(path)
+        points = []
+        for p in meta.get("points") or []:
+            if not isinstance(p, dict):
+                continue
+            runs = [SweepRun(rep=int(r.get("rep") or i), dir=path / str(r.get("dir") or f"{p.get('label')}/rep{i}"),
+                             status=str(r.get("status") or "pending"), reason=r.get("reason"),
+                             elapsed_s=r.get("elapsed_s"))
+                    for i, r in enumerate(p.get("runs") or [], 1) if isinstance(r, dict)]
+            values = p.get("values") if isinstance(p.get("values"), dict) else {}
+            points.append(Point(str(p.get("label") or "all"), values, runs))
+        return cls(path, meta, points)
+
+    @property
+    def kind(self) -> str:
+        return str(self.meta.get("kind") or "experiment")
+
+    @property
+    def name(self) -> str:
+        return str(self.meta.get("name") or self.path.name)
+
+    @property
+    def axes(self) -> list[tuple[str, list[Any]]]:
+        axes = self.meta.get("axes")
+        return [(str(a["name"]), list(a.get("values") or [])) for a in axes if isinstance(a, dict) and "name" in a] \
+            if isinstance(axes, list) else []
+
+    def metric(self, point: Point, name: str) -> dict[str, Any] | None:
+        """aggregate.json's statistics of one metric at one point (matched by label)."""
+        for p in (self.aggregate or {}).get("points") or []:
+            if isinstance(p, dict) and p.get("label") == point.label:
+                stats = dig(p, "metrics", name)
+                return stats if isinstance(stats, dict) else None
+        return None
+
+    def metric_names(self) -> list[str]:
+        """Every metric aggregate.json has, in order of first appearance."""
+        names: dict[str, None] = {}
+        for p in (self.aggregate or {}).get("points") or []:
+            metrics = p.get("metrics") if isinstance(p, dict) else None
+            names.update(dict.fromkeys(metrics if isinstance(metrics, dict) else ()))
+        return list(names)
+
+    def run(self, sweep_run: SweepRun) -> Run | None:
+        """One run of the sweep, read once; None when its directory holds no readable run."""
+        if sweep_run.dir not in self._runs:
+            try:
+                self._runs[sweep_run.dir] = sweep_run.load()
+            except BloatlabError:
+                self._runs[sweep_run.dir] = None
+        return self._runs[sweep_run.dir]
+
+    def runs(self) -> Iterator[tuple[Point, SweepRun, Run]]:
+        """Every complete run that can be read, with its point."""
+        for point in self.points:
+            for r in point.complete_runs():
+                run = self.run(r)
+                if run is not None:
+                    yield point, r, run
+
+    def first_run(self) -> Run | None:
+        """Some run's run.json, complete ones first: where the machine and topology are read from."""
+        ordered = [r for p in self.points for r in p.complete_runs()] + [r for p in self.points for r in p.runs]
+        return next((run for r in ordered if (run := self.run(r)) is not None), None)
+
+    def _identity(self, point: Point, r: SweepRun) -> dict[str, Any]:
+        return {"label": point.label, **{name: point.values.get(name) for name, _ in self.axes}, "rep": r.rep}
+
+    def metrics(self) -> pd.DataFrame:
+        """One row per complete run: label, each axis, rep, then every number of its summary."""
+        rows = [{**self._identity(point, r), **run.metrics()} for point, r, run in self.runs()]
+        return pd.DataFrame(rows, columns=None if rows else ["label", *(n for n, _ in self.axes), "rep"])
+
+    def series(self, name: str) -> pd.DataFrame:
+        """One series of every complete run, each row with its run's label, axes and rep."""
+        frames = []
+        for point, r, run in self.runs():
+            frame = run.series(name)
+            if not frame.empty:
+                ident = self._identity(point, r)
+                frames.append(frame.assign(**ident)[[*ident, *frame.columns]])
+        return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+
+
+def is_sweep(path: str | Path) -> bool:
+    return (Path(path) / "sweep.json").is_file()
+
+
+def read_sweep_document(path: str | Path) -> dict[str, Any] | None:
+    """sweep.json's document, None where there is none; a BloatlabError (field --out) when it
+    is not a readable bloatlab sweep."""
+    doc_path = Path(path) / "sweep.json"
+    if not doc_path.exists():
+        return None
+    try:
+        doc = _read_json(doc_path)
+    except (OSError, ValueError) as e:
+        raise BloatlabError(f"{doc_path} cannot be read ({e}); remove it or choose another --out",
+                            field="--out") from None
+    if not isinstance(doc, dict) or doc.get("format") != SWEEP_FORMAT:
+        raise BloatlabError(f"{doc_path} is not a bloatlab sweep; choose another --out", field="--out")
+    return doc
+
+
+def load_sweep(path: str | Path) -> Sweep:
+    """The sweep in directory `path` with its aggregate; a BloatlabError (field DIR) when it holds none."""
+    out = Path(path)
+    doc_path = out / "sweep.json"
+    try:
+        meta = _read_json(doc_path)
+    except (FileNotFoundError, NotADirectoryError):
+        raise BloatlabError(f"{out} is not a bloatlab sweep directory (no sweep.json)", field="DIR") from None
+    except (OSError, ValueError) as error:
+        raise BloatlabError(f"{doc_path} is unreadable: {error}", field="DIR") from None
+    if not isinstance(meta, dict) or not isinstance(meta.get("points"), list):
+        raise BloatlabError(f"{doc_path} has no list of points", field="DIR")
+    sweep = Sweep.from_document(out, meta)
+    try:
+        aggregate = _read_json(out / "aggregate.json")
+        if isinstance(aggregate, dict):
+            sweep.aggregate = aggregate
+        else:
+            sweep.aggregate_problem = "aggregate.json is not a JSON object"
+    except FileNotFoundError:
+        sweep.aggregate_problem = "aggregate.json is missing"
+    except (OSError, ValueError) as error:
+        sweep.aggregate_problem = f"aggregate.json is unreadable: {error}"
+    return sweep

@@ -1,0 +1,221 @@
+"""The catalogue of queue disciplines: each one's parameters with their units, defaults, bounds
+and sources, declared once, as ns-3 declares a queue disc's attributes in its TypeId.
+
+Everything else reads it: spec validation (spec/queues.py), the resolved parameters that go
+into results and into the datapath's config, `bloatlab queues`, the tables of docs/queues.md
+(`make docs` writes them), the kernel backend's defaults. A test holds bloatlab-link's own
+defaults (`bloatlab-link --describe`) equal to it.
+
+Values are in the datapath config's units, named as the config names them (`target_ns`).
+This module imports nothing of bloatlab's: it is data and the arithmetic of derived defaults.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+# Largest frame a 1500-byte-MTU Ethernet link carries (no FCS): what queues and the serialiser
+# count, as the kernel's htb and pfifo do.
+MTU_FRAME_BYTES = 1514
+
+MS = 10**6  # nanoseconds
+MIB = 2**20
+
+# Bounds every discipline shares.
+MAX_QUEUE_PACKETS = 1_000_000
+MAX_QUEUE_BYTES = 2**30
+MAX_QUEUE_DURATION_NS = 10 * 10**9
+
+# The kinds of parameter, and how a spec writes each.
+KINDS = {
+    "duration": 'a duration above 0, at most "10s": "5ms", "200us"',
+    "size": 'a size in bytes, at most "1gib": 1514, "1514b", "32mib"',
+    "rate": 'a rate: "10mbit"',
+    "bool": "true or false",
+    "count": "a whole number within the bounds given",
+    "ratio": "a number >= 0",
+    "probability": 'a probability from 0 to 1: 0.02 or "2%"',
+    "threshold": "what the limit counts: whole packets, or a size when the limit is in bytes",
+}
+
+
+@dataclass(frozen=True)
+class Param:
+    """One parameter of a discipline."""
+
+    key: str  # in a spec: queue = { target = "5ms" }
+    config: str  # in the datapath config, QueueSpec.params and results: "target_ns"
+    kind: str  # one of KINDS
+    default: Any  # in the config's unit; None: derived (see `derived`)
+    help: str  # what it does, one line
+    source: str  # where the default comes from
+    low: int | None = None  # count: the smallest value
+    high: int | None = None  # count: the largest value
+    derived: str = ""  # how the default is derived when it depends on the queue or the link
+    settable: bool = True  # False: fixed, only written to the config (a spec cannot set it)
+
+
+@dataclass(frozen=True)
+class Discipline:
+    name: str
+    summary: str  # what it does, one line
+    packets: int  # the packet limit when a spec gives neither packets nor bytes
+    packets_source: str
+    params: tuple[Param, ...] = ()
+    aliases: tuple[str, ...] = ()
+
+    def param(self, key: str) -> Param:
+        return next(p for p in self.params if p.key == key)
+
+    @property
+    def settable(self) -> tuple[Param, ...]:
+        return tuple(p for p in self.params if p.settable)
+
+    def defaults(self) -> dict[str, Any]:
+        """Every parameter's default under its config name (None where it is derived)."""
+        return {p.config: p.default for p in self.params}
+
+
+def _target(default_ms: int, source: str) -> Param:
+    return Param("target", "target_ns", "duration", default_ms * MS,
+                 "the queueing delay the controller holds the queue to", source)
+
+
+def _ecn(default: bool, source: str) -> Param:
+    return Param("ecn", "ecn", "bool", default, "mark ECN-capable packets CE instead of dropping them", source)
+
+
+def _mtu(source: str) -> Param:
+    return Param("mtu", "mtu_bytes", "size", MTU_FRAME_BYTES,
+                 "below this backlog the discipline never drops (one full frame)", source, settable=False)
+
+
+_INTERVAL = Param("interval", "interval_ns", "duration", 100 * MS,
+                  "the window over which the least sojourn time must stay above target", "RFC 8289, Linux")
+
+CATALOGUE: dict[str, Discipline] = {d.name: d for d in (
+    Discipline("droptail", "first in, first out; a packet that does not fit is dropped on arrival",
+               1000, "Linux txqueuelen", aliases=("taildrop",)),
+    Discipline("drophead", "first in, first out; when full, the oldest packet is dropped to make room",
+               1000, "Linux txqueuelen"),
+    Discipline("codel", "drops at the head when packets have waited longer than `target` for a whole `interval`",
+               1000, "Linux `sch_codel`", (
+                   _target(5, "RFC 8289, Linux `sch_codel`"),
+                   _INTERVAL,
+                   _ecn(False, "Linux `sch_codel`"),
+                   _mtu("Linux `sch_codel` (the MTU-plus-header rule)"),
+               )),
+    Discipline("fq_codel", "hashes flows into separate queues served round-robin, each with its own CoDel",
+               10240, "Linux `sch_fq_codel`", (
+                   _target(5, "RFC 8290, Linux"),
+                   _INTERVAL,
+                   _ecn(True, "RFC 8290, Linux"),
+                   Param("flows", "flows", "count", 1024, "how many queues flows are hashed into",
+                         "RFC 8290, Linux", low=1, high=65536),
+                   Param("quantum", "quantum_bytes", "size", MTU_FRAME_BYTES,
+                         "bytes a queue may send per round-robin turn", "RFC 8290 (one MTU), Linux (`psched_mtu`)"),
+                   Param("memory_limit", "memory_limit_bytes", "size", 32 * MIB,
+                         "memory all flows' packets may take together", "Linux `sch_fq_codel`"),
+                   Param("drop_batch", "drop_batch", "count", 64,
+                         "packets dropped at once from the fattest flow when the queue is full",
+                         "Linux `sch_fq_codel`", low=1, high=1024),
+                   _mtu("Linux `sch_fq_codel` (CoDel's MTU-plus-header rule)"),
+               )),
+    Discipline("red", "drops (or marks) arrivals with a probability that grows with the average queue length",
+               1000, "bloatlab (Linux red has only a byte limit)", (
+                   Param("min", "min", "threshold", None, "below this average queue, nothing is dropped",
+                         "`tc` (`q_red.c`)", derived="max / 3"),
+                   Param("max", "max", "threshold", None, "above this average queue, every arrival is dropped",
+                         "`tc` (`q_red.c`)", derived="limit / 4"),
+                   Param("avpkt", "avpkt_bytes", "size", 1000, "the average packet size RED assumes",
+                         "`tc-red(8)`'s typical value"),
+                   Param("burst", "burst_pkts", "count", None,
+                         "how many packets of a burst the average absorbs (sets its weight)", "`tc` (`q_red.c`)",
+                         low=1, high=MAX_QUEUE_PACKETS,
+                         derived="(2 min + max) / (3 avpkt), thresholds in bytes, at least 1; with a packet "
+                                 "limit, (2 min + max) / 3"),
+                   Param("probability", "probability", "probability", 0.02,
+                         "the drop probability at max, above 0", "`tc-red(8)`"),
+                   Param("bandwidth", "bandwidth_bps", "rate", 10_000_000,
+                         "the rate at which the average decays while the queue is idle",
+                         "`tc` (`q_red.c`) defaults to 10 Mbit/s", derived="the direction's rate if it has one"),
+                   _ecn(False, "Linux `sch_red`"),
+                   Param("harddrop", "harddrop", "bool", False, "with ecn, drop rather than mark above max",
+                         "Linux `sch_red`"),
+                   Param("adaptive", "adaptive", "bool", False,
+                         "tune probability to keep the average between min and max",
+                         "Linux `sch_red`; Floyd, Gummadi and Shenker 2001"),
+                   Param("gentle", "gentle", "bool", False,
+                         "from max to 2 max, raise the probability to 1 instead of dropping everything",
+                         "Floyd 2000"),
+               )),
+    Discipline("pie", "drops (or marks) arrivals with a probability steered by a controller on the queueing delay",
+               1000, "Linux `sch_pie`", (
+                   _target(15, "RFC 8033, Linux"),
+                   Param("tupdate", "tupdate_ns", "duration", 15 * MS, "how often the probability is updated",
+                         "RFC 8033, Linux"),
+                   Param("alpha", "alpha", "ratio", 0.125,
+                         "gain on the delay's distance from target, per second", "RFC 8033; Linux 2/16"),
+                   Param("beta", "beta", "ratio", 1.25, "gain on the delay's change, per second",
+                         "RFC 8033; Linux 20/16"),
+                   Param("max_burst", "max_burst_ns", "duration", 150 * MS,
+                         "how long a burst into an idle queue passes without early drops", "RFC 8033, Linux (fixed)"),
+                   _ecn(False, "Linux `sch_pie`"),
+                   Param("ecn_prob", "ecn_prob", "probability", 0.1,
+                         "above this drop probability even ECN-capable packets are dropped",
+                         "RFC 8033 (10%); Linux (fixed)"),
+                   Param("bytemode", "bytemode", "bool", False, "scale the probability by packet size",
+                         "Linux `sch_pie`"),
+                   Param("dq_rate_estimator", "dq_rate_estimator", "bool", False,
+                         "estimate the delay from the departure rate instead of per-packet timestamps",
+                         "Linux `sch_pie`, RFC 8033"),
+                   _mtu("Linux `sch_pie` (no early drop below two frames)"),
+               )),
+)}
+
+DISCIPLINES = tuple(CATALOGUE)
+ALIASES = {alias: d.name for d in CATALOGUE.values() for alias in d.aliases}  # other name -> name
+LIMIT_KEYS = ("discipline", "packets", "bytes")  # what every queue takes
+
+
+def discipline(name: str) -> Discipline:
+    """The discipline called `name` or one of its aliases (KeyError for none)."""
+    return CATALOGUE[ALIASES.get(name, name)]
+
+
+# Derived defaults ---------------------------------------------------------------------------
+
+def red_thresholds(limit: int, given: dict[str, Any]) -> tuple[int, int]:
+    """RED's (min, max) in the limit's unit, tc's defaults for those not given: max = limit / 4,
+    min = max / 3, in whole units (integer division, as tc computes them)."""
+    max_ = given.get("max", limit // 4)
+    min_ = given.get("min", max_ // 3)
+    return min_, max_
+
+
+def red_burst(min_: int, max_: int, avpkt_bytes: int, in_bytes: bool) -> int:
+    """tc's burst: (2 min + max) / (3 avpkt) with the thresholds in bytes, at least 1 packet.
+    With a packet limit the thresholds count packets of avpkt bytes, so avpkt cancels out."""
+    if not in_bytes:
+        return max(1, (2 * min_ + max_) // 3)
+    return max(1, (2 * min_ + max_) // (3 * avpkt_bytes))
+
+
+def resolve(name: str, packets: int | None, nbytes: int | None, given: dict[str, Any],
+            rate_bps: int | None) -> dict[str, Any]:
+    """Every parameter of a queue: what the spec gave (config names) over the catalogue's
+    defaults, the derived ones computed as the datapath computes them. `rate_bps` is the link
+    direction's rate, None when unlimited."""
+    d = CATALOGUE[name]
+    resolved = {**d.defaults(), **given}
+    if name == "red":
+        limit = nbytes if nbytes is not None else packets
+        assert limit is not None
+        resolved["min"], resolved["max"] = red_thresholds(limit, given)
+        if resolved["burst_pkts"] is None:
+            resolved["burst_pkts"] = red_burst(resolved["min"], resolved["max"], resolved["avpkt_bytes"],
+                                               nbytes is not None)
+        if "bandwidth_bps" not in given and rate_bps is not None:
+            resolved["bandwidth_bps"] = rate_bps
+    return resolved

@@ -1,0 +1,282 @@
+"""The typed model of an experiment: queues, link directions, links, topologies, workloads,
+probes. Plain frozen data that the parsers (queues.py, topology.py, experiment.py) produce and
+every layer above reads; nothing here parses text or touches the machine.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from bloatlab.specs import disciplines
+
+BACKENDS = ("auto", "userspace", "kernel")
+# Where a link's queue sits: "link", between the ends as in a router (both backends); or
+# "sender", on the sending node's own interface as a NIC's queue is (kernel backend only).
+QUEUE_AT = ("link", "sender")
+PARAM_TYPES = ("rate", "duration", "size", "int", "float", "percent", "string")
+WORKLOAD_KINDS = ("bulk", "udp", "ping", "web")
+TCP_PROBES = ("auto", "tracepoint", "ss", "off")
+DEFAULT_WEB_SIZE_BYTES = 180_000  # about the index page the CS244 original fetched
+
+
+# Topology ----------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class QueueSpec:
+    """The queue in front of a link direction's serialiser."""
+
+    discipline: str = "droptail"  # a name in the catalogue (disciplines.py)
+    packets: int | None = disciplines.CATALOGUE["droptail"].packets  # limit in packets (exclusive with bytes)
+    bytes: int | None = None  # limit in bytes of Ethernet frames
+    # The discipline's parameters the spec set, under their datapath JSON names, in their units
+    # ("target_ns": 5000000); the catalogue's defaults stand for the rest.
+    params: dict[str, Any] = field(default_factory=dict, hash=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The queue as the spec gave it: the limit and the parameters it set (config names)."""
+        return {"discipline": self.discipline, "packets": self.packets, "bytes": self.bytes, **self.params}
+
+    def resolved(self, rate_bps: int | None) -> dict[str, Any]:
+        """Every parameter of the discipline, under its config name: what the spec set over the
+        catalogue's defaults, derived ones computed. `rate_bps` is the direction's rate."""
+        return disciplines.resolve(self.discipline, self.packets, self.bytes, self.params, rate_bps)
+
+    def config(self, rate_bps: int | None) -> dict[str, Any]:
+        """The datapath config's "queue" object: the limit and every parameter, resolved."""
+        return {"discipline": self.discipline, "packets": self.packets, "bytes": self.bytes,
+                **self.resolved(rate_bps)}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> QueueSpec:
+        """The inverse of to_dict()."""
+        params = {key: value for key, value in data.items() if key not in disciplines.LIMIT_KEYS}
+        return cls(discipline=data["discipline"], packets=data.get("packets"), bytes=data.get("bytes"),
+                   params=params)
+
+
+@dataclass(frozen=True)
+class DirectionSpec:
+    """One direction of a link: arrival -> loss -> queue -> serialiser -> delay -> out."""
+
+    rate_bps: int | None = None  # None: unlimited (no serialiser)
+    trace: Path | None = None  # Mahimahi trace (exclusive with rate_bps)
+    delay_ns: int = 0  # one-way propagation delay
+    jitter_ns: int = 0  # uniform +-jitter on the delay, never reordering; <= delay_ns
+    loss: float = 0.0  # random loss probability, 0 <= loss < 1
+    queue: QueueSpec = field(default_factory=QueueSpec)
+
+    @property
+    def unlimited(self) -> bool:
+        return self.rate_bps is None and self.trace is None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "rate_bps": self.rate_bps,
+            "trace_path": str(self.trace) if self.trace else None,
+            "delay_ns": self.delay_ns,
+            "jitter_ns": self.jitter_ns,
+            "loss": self.loss,
+            "queue": self.queue.to_dict(),
+        }
+
+
+@dataclass(frozen=True)
+class HostSpec:
+    name: str
+
+
+@dataclass(frozen=True)
+class SwitchSpec:
+    name: str
+
+
+@dataclass(frozen=True)
+class LinkSpec:
+    name: str  # default "a-b" from ends
+    ends: tuple[str, str]
+    forward: DirectionSpec  # ends[0] -> ends[1]
+    reverse: DirectionSpec  # ends[1] -> ends[0]
+    backend: str = "auto"  # one of BACKENDS
+    queue_at: str = "link"  # one of QUEUE_AT
+
+    def direction_name(self, which: str) -> str:
+        """"s0->h2" style name of a direction, as results key it."""
+        a, b = self.ends
+        return f"{a}->{b}" if which == "forward" else f"{b}->{a}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "ends": list(self.ends),
+            "backend": self.backend,
+            "queue_at": self.queue_at,
+            "forward": {"direction": self.direction_name("forward"), **self.forward.to_dict()},
+            "reverse": {"direction": self.direction_name("reverse"), **self.reverse.to_dict()},
+        }
+
+
+@dataclass(frozen=True)
+class Topology:
+    hosts: dict[str, HostSpec]  # in file order: host i (from 1) gets 10.0.0.i
+    switches: dict[str, SwitchSpec]
+    links: list[LinkSpec]
+    seed: int = 1  # root of every link direction's random generator
+
+    def address(self, host: str) -> str:
+        return f"10.0.0.{list(self.hosts).index(host) + 1}"
+
+    def node_names(self) -> list[str]:
+        return [*self.hosts, *self.switches]
+
+    def direction_seed(self, link_index: int, which: str) -> int:
+        """A distinct, reproducible seed per link direction."""
+        return (self.seed * 1_000_003 + link_index * 2 + (0 if which == "forward" else 1)) & (2**63 - 1)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The resolved topology, JSON-ready, for results files: every default filled in,
+        units in the key names, and the seed each link direction draws from."""
+        links = []
+        for index, link in enumerate(self.links):
+            resolved = link.to_dict()
+            for which in ("forward", "reverse"):
+                resolved[which]["seed"] = self.direction_seed(index, which)
+            links.append(resolved)
+        return {
+            "seed": self.seed,
+            "hosts": [{"name": name, "address": self.address(name)} for name in self.hosts],
+            "switches": [{"name": name} for name in self.switches],
+            "links": links,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Topology:
+        """The inverse of to_dict()."""
+
+        def direction(d: dict[str, Any]) -> DirectionSpec:
+            return DirectionSpec(
+                rate_bps=d["rate_bps"],
+                trace=Path(d["trace_path"]) if d.get("trace_path") else None,
+                delay_ns=d["delay_ns"], jitter_ns=d["jitter_ns"], loss=d["loss"],
+                queue=QueueSpec.from_dict(d["queue"]),
+            )
+
+        links = [LinkSpec(name=link["name"], ends=tuple(link["ends"]), forward=direction(link["forward"]),
+                          reverse=direction(link["reverse"]), backend=link["backend"],
+                          queue_at=link.get("queue_at", "link"))
+                 for link in data["links"]]
+        return cls(hosts={h["name"]: HostSpec(h["name"]) for h in data["hosts"]},
+                   switches={s["name"]: SwitchSpec(s["name"]) for s in data["switches"]},
+                   links=links, seed=data["seed"])
+
+
+# Experiment --------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Param:
+    name: str
+    type: str  # one of PARAM_TYPES
+    default: Any
+    help: str = ""
+    choices: tuple[Any, ...] | None = None
+    min: float | None = None
+    max: float | None = None
+    # Values run in turn when the parameter is not --set (`sweep = true`: every choice).
+    sweep: tuple[Any, ...] | None = None
+
+
+@dataclass(frozen=True)
+class Workload:
+    """Common to every workload: a name (also its flow's name), a kind and a schedule."""
+
+    name: str
+    kind: str
+    start_ns: int  # since the run's t0
+    stop_ns: int  # when it ends; the run's duration unless given
+
+    @property
+    def window_s(self) -> float:
+        return (self.stop_ns - self.start_ns) / 1e9
+
+
+@dataclass(frozen=True)
+class FromTo(Workload):
+    """Traffic from host `src` to host `dst` (the spec's `from` and `to`)."""
+
+    src: str = ""
+    dst: str = ""
+
+
+@dataclass(frozen=True)
+class Bulk(FromTo):
+    """A long-lived TCP flow, iperf3 client in src, server in dst."""
+
+    cc: str = "cubic"
+    buffer_bytes: int | None = None  # socket buffer (iperf3 -w); None: the kernel's autotuning
+
+
+@dataclass(frozen=True)
+class Udp(FromTo):
+    """iperf3 UDP at a constant rate from src to dst."""
+
+    rate_bps: int = 0
+
+
+@dataclass(frozen=True)
+class Ping(FromTo):
+    """ICMP echo from src to dst every interval."""
+
+    interval_ns: int = 100 * 10**6
+
+
+@dataclass(frozen=True)
+class Web(Workload):
+    """An HTTP server in `server` with one object; `client` fetches it `count` times in a row
+    every `every_ns`, each fetch given at most `timeout_ns`. The server's connections use
+    congestion control `cc` (set as the server host's default)."""
+
+    server: str = ""
+    client: str = ""
+    size_bytes: int = DEFAULT_WEB_SIZE_BYTES
+    every_ns: int = 5 * 10**9
+    count: int = 3
+    timeout_ns: int = 30 * 10**9
+    cc: str = "cubic"
+
+
+@dataclass(frozen=True)
+class Probes:
+    tcp: str = "auto"  # one of TCP_PROBES; auto = the tracepoint where it exists, else ss
+    queue: tuple[str, ...] = ()  # link directions ("s0->h2") whose queue is recorded
+
+
+@dataclass(frozen=True)
+class Experiment:
+    name: str
+    description: str
+    topology: Topology
+    workloads: tuple[Workload, ...]
+    probes: Probes
+    duration_ns: int
+    seed: int
+    params: dict[str, Any] = field(default_factory=dict)  # name -> value used
+    repeat: int = 1  # runs per sweep point unless --repeat says otherwise
+    preset: str | None = None
+    source: str | None = None  # the spec file, or "preset NAME"
+
+    @property
+    def duration_s(self) -> float:
+        return self.duration_ns / 1e9
+
+    def to_dict(self) -> dict[str, Any]:
+        """The resolved experiment, JSON-ready (for run.json)."""
+        workloads = []
+        for w in self.workloads:
+            entry = {k: v for k, v in w.__dict__.items()}
+            workloads.append(entry)
+        return {
+            "name": self.name, "description": self.description, "duration_s": self.duration_s,
+            "seed": self.seed, "topology": self.topology.to_dict(), "workloads": workloads,
+            "probes": {"tcp": self.probes.tcp, "queue": list(self.probes.queue)},
+        }

@@ -1,0 +1,11 @@
+"""The testbed layer: turns a Topology into namespaces, veths, bridges, qdiscs and a datapath
+process, and takes them down again, also after a crash.
+
+    network      build, attach to and remove networks (the only module that builds)
+    links/       the link backends: one interface (base), kernel qdiscs, bloatlab-link
+    datapath     the bloatlab-link contract: its config, process and stats
+    netns        namespaces and the iproute2 and ethtool verbs
+    state        the registry of networks (/run/bloatlab)
+    capabilities what this kernel offers (probed qdiscs)
+    machine      facts about the machine and its namespaces, for results
+"""

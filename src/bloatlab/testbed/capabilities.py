@@ -1,0 +1,119 @@
+"""What this machine's kernel offers a testbed, probed for real: which qdiscs exist, whether
+namespaces and veths can be made. Every probe runs inside one throw-away namespace,
+`bloatlab-doctor-<pid>`, which is always deleted again. bloatlab doctor reports it all; the
+network builder asks which qdiscs the kernel backend may use.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import shutil
+import subprocess
+from typing import Any
+
+from bloatlab import proc
+from bloatlab.errors import MachineError
+
+# Each qdisc with arguments that are valid whenever the kind exists, so a failure means the
+# kernel lacks it rather than that we asked badly.
+QDISC_PROBES: dict[str, list[str]] = {
+    "htb": [],
+    "tbf": ["rate", "1mbit", "burst", "10kb", "latency", "10ms"],
+    "pfifo": ["limit", "100"],
+    "bfifo": ["limit", "150000"],
+    "pfifo_head_drop": ["limit", "100"],
+    "netem": ["delay", "10ms"],
+    "codel": [],
+    "fq_codel": [],
+    "red": ["limit", "400000", "min", "30000", "max", "90000", "avpkt", "1000",
+            "burst", "55", "bandwidth", "10mbit", "probability", "0.02"],
+    "pie": [],
+    "cake": [],
+    "fq": [],
+}
+UNKNOWN_QDISC = "Specified qdisc kind is unknown"
+
+# Root's tools live in sbin, which a user's PATH often lacks.
+_SBIN = ("/usr/local/sbin", "/usr/sbin", "/sbin")
+
+
+def which(name: str) -> str | None:
+    path = os.environ.get("PATH", os.defpath)
+    return shutil.which(name, path=os.pathsep.join([path, *_SBIN]))
+
+
+def attempt(argv: list[str], timeout_s: float = 5.0) -> subprocess.CompletedProcess[str]:
+    """Run a probe command; a missing program or a hang reads as a failure, never raises."""
+    try:
+        return proc.run(argv, timeout_s=timeout_s, check=False)
+    except MachineError as exc:
+        return subprocess.CompletedProcess(argv, 127, "", str(exc))
+
+
+def first_line(text: str) -> str:
+    return next((line.strip() for line in text.splitlines() if line.strip()), "")
+
+
+def is_root() -> bool:
+    return os.geteuid() == 0
+
+
+def probe_sandbox(root: bool) -> dict[str, Any]:
+    """Create one namespace with a veth pair and try every qdisc on it, then delete it all.
+
+    qdisc values: True present, False absent, None not probed (no root, no tc, no veth).
+    """
+    result: dict[str, Any] = {
+        "netns": None, "veth": None, "error": None,
+        "qdiscs": dict.fromkeys(QDISC_PROBES), "qdisc_errors": {},
+    }
+    ip, tc = which("ip"), which("tc")
+    if not root:
+        result["error"] = "not root"
+        return result
+    if ip is None:
+        result["error"] = "ip (iproute2) not found"
+        return result
+
+    ns = f"bloatlab-doctor-{os.getpid()}"
+    created = False
+    try:
+        added = attempt([ip, "netns", "add", ns])
+        if added.returncode != 0 and "File exists" in added.stderr:
+            # A namespace of ours left by a crashed doctor that had the same pid.
+            attempt([ip, "netns", "del", ns])
+            added = attempt([ip, "netns", "add", ns])
+        created = result["netns"] = added.returncode == 0
+        if not created:
+            result["error"] = first_line(added.stderr) or "ip netns add failed"
+            return result
+        # Names are local to the namespace, so they cannot clash with the host's.
+        veth = attempt([ip, "-n", ns, "link", "add", "bloatlab-d0", "type", "veth", "peer", "name", "bloatlab-d1"])
+        result["veth"] = veth.returncode == 0
+        if not result["veth"]:
+            result["error"] = first_line(veth.stderr) or "veth creation failed"
+            return result
+        if tc is None:
+            result["error"] = "tc (iproute2) not found"
+            return result
+        for kind, args in QDISC_PROBES.items():
+            add = attempt([tc, "-n", ns, "qdisc", "add", "dev", "bloatlab-d0", "root", kind, *args])
+            result["qdiscs"][kind] = add.returncode == 0
+            if add.returncode == 0:
+                attempt([tc, "-n", ns, "qdisc", "del", "dev", "bloatlab-d0", "root"])
+            elif UNKNOWN_QDISC not in add.stderr:
+                # Present maybe, but refused: worth showing rather than calling it absent.
+                result["qdisc_errors"][kind] = first_line(add.stderr)
+    finally:
+        if created:
+            deleted = attempt([ip, "netns", "del", ns])  # takes the veth pair with it
+            if deleted.returncode != 0:
+                result["error"] = f"could not delete namespace {ns}: {first_line(deleted.stderr)}"
+    return result
+
+
+@functools.cache
+def kernel_qdiscs() -> dict[str, bool]:
+    """Which qdisc kinds the kernel has (False also when they could not be probed: no root)."""
+    return {kind: bool(present) for kind, present in probe_sandbox(is_root())["qdiscs"].items()}

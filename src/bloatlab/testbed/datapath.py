@@ -1,0 +1,175 @@
+"""The Python side of the `bloatlab-link` contract (docs/datapath.md).
+
+Owns the datapath's config JSON, starting and stopping the process, and reading what it
+writes: the stats file and the binary queue logs.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from bloatlab import binaries, proc
+from bloatlab.errors import MachineError
+from bloatlab.specs.model import DirectionSpec
+
+if TYPE_CHECKING:
+    import numpy as np
+
+BINARY_NAME = "bloatlab-link"
+START_TIMEOUT_S = 10.0
+STOP_TIMEOUT_S = 5.0
+
+# Queue log records: 32 bytes, little-endian, 6 bytes of padding at the end.
+QLOG_RECORD_BYTES = 32
+QLOG_FIELDS = (("t_ns", "<u8", 0), ("value", "<u8", 8), ("backlog_bytes", "<u4", 16),
+               ("backlog_pkts", "<u4", 20), ("kind", "u1", 24), ("reason", "u1", 25))
+KIND_ENQUEUE, KIND_DEQUEUE, KIND_DROP, KIND_MARK = 1, 2, 3, 4
+# Codes as in the core's DropReason and MarkReason (datapath/core/src/reason.rs; bloatlab-link --describe).
+DROP_REASONS = {1: "loss", 2: "queue_full", 3: "head_drop", 4: "oversize", 5: "runt", 6: "red_early",
+                7: "red_forced", 8: "codel", 9: "pie_early", 10: "fq_overflow"}
+MARK_REASONS = {1: "red_early", 2: "red_forced", 3: "codel", 4: "pie"}
+# Drops before the queue: emulated loss and frames the link cannot carry.
+PRE_QUEUE_DROP_REASONS = (1, 4, 5)
+
+
+def direction_config(direction: DirectionSpec, seed: int) -> dict[str, Any]:
+    """One direction's config: its parameters, with the queue's every parameter resolved from
+    the catalogue of disciplines, so that the datapath's own defaults never decide."""
+    config = {**direction.to_dict(), "queue": direction.queue.config(direction.rate_bps), "seed": seed}
+    if direction.trace is not None:  # the datapath's working directory is not the spec's
+        config["trace_path"] = str(Path(direction.trace).resolve())
+    return config
+
+
+def write_config(path: Path, *, netns: str | None, stats_path: Path, log_dir: Path | None,
+                 links: list[dict[str, Any]]) -> None:
+    """Write the config; `links` holds {"name", "a_iface", "b_iface", "forward", "reverse"}."""
+    config = {"netns": netns, "stats_path": str(stats_path),
+              "log_dir": str(log_dir) if log_dir else None, "links": links}
+    if netns is None:
+        del config["netns"]  # absent means "stay in the current namespace"
+    path.write_text(json.dumps(config, indent=2) + "\n")
+
+
+class Datapath:
+    """A running bloatlab-link, known by pid and start time (so a recycled pid is never hit)."""
+
+    def __init__(self, pid: int, starttime: int | None, stats_path: Path | None = None,
+                 child: subprocess.Popen | None = None):
+        self.pid = pid
+        self.starttime = starttime
+        self.stats_path = stats_path
+        self._child = child  # when it is our child
+
+    @classmethod
+    def start(cls, config_path: Path, stats_path: Path, log_path: Path, *,
+              detach: bool = False, timeout_s: float = START_TIMEOUT_S) -> Datapath:
+        """Start bloatlab-link and return once its stats file exists."""
+        argv = [str(binaries.find(BINARY_NAME)), "--config", str(config_path)] + (["--detach"] if detach else [])
+        stats_path.unlink(missing_ok=True)  # never mistake an old file for a sign of life
+        with open(log_path, "ab") as log:
+            # A detached datapath gets its own session: a terminal's hangup or Ctrl-C after
+            # `bloatlab up` has returned must not reach it.
+            child = proc.spawn(argv, stdout=log, stderr=log, start_new_session=detach)
+        try:
+            deadline = time.monotonic() + timeout_s
+            while time.monotonic() < deadline:
+                if _try_read_json(stats_path) is not None:
+                    return cls(child.pid, proc.starttime(child.pid), stats_path, child)
+                if child.poll() is not None:
+                    raise MachineError(f"{BINARY_NAME} exited with status {child.returncode} before it "
+                                       f"was ready: {_last_line(log_path)}")
+                time.sleep(0.02)
+            raise MachineError(f"{BINARY_NAME} wrote no stats file within {timeout_s:g} s "
+                               f"(last log line: {_last_line(log_path)})")
+        except BaseException:  # also Ctrl-C: a datapath that never got ready is not left running
+            proc.stop(child, signal.SIGKILL)
+            raise
+
+    def alive(self) -> bool:
+        return proc.alive(self.pid, self.starttime)
+
+    def stats(self) -> dict[str, Any]:
+        if self.stats_path is None:
+            raise MachineError(f"the stats file of {BINARY_NAME} {self.pid} is not known")
+        return read_stats(self.stats_path)
+
+    def stop(self, timeout_s: float = STOP_TIMEOUT_S) -> bool:
+        """SIGTERM (it flushes logs and final stats), SIGKILL after timeout_s. True if it ran."""
+        ended = proc.terminate([(self.pid, self.starttime)], timeout_s)
+        if self._child is not None:
+            self._child.wait()  # reap our child
+        return bool(ended)
+
+
+def read_stats(path: str | Path) -> dict[str, Any]:
+    stats = _try_read_json(Path(path))
+    if stats is None:
+        raise MachineError(f"no datapath stats at {path}; is the network up?")
+    return stats
+
+
+def read_stats_if_any(path: str | Path) -> dict[str, Any] | None:
+    return _try_read_json(Path(path))
+
+
+def qlog_dtype() -> np.dtype:
+    import numpy as np  # here, so that building networks does not need numpy
+
+    names, formats, offsets = zip(*QLOG_FIELDS)
+    return np.dtype({"names": list(names), "formats": list(formats), "offsets": list(offsets),
+                     "itemsize": QLOG_RECORD_BYTES})
+
+
+def read_qlog(path: str | Path) -> np.ndarray:
+    """A queue log as a structured array (fields t_ns, value, backlog_bytes, backlog_pkts,
+    kind, reason). A partly written last record is left out."""
+    import numpy as np
+
+    data = Path(path).read_bytes()
+    whole = len(data) - len(data) % QLOG_RECORD_BYTES
+    return np.frombuffer(data[:whole], dtype=qlog_dtype()).copy()
+
+
+def _try_read_json(path: Path) -> dict[str, Any] | None:
+    try:
+        return json.loads(path.read_text())
+    except (FileNotFoundError, json.JSONDecodeError):
+        return None  # not there yet; the datapath replaces it atomically, so no torn reads
+
+
+def _last_line(path: Path) -> str:
+    try:
+        lines = [line.strip() for line in path.read_text(errors="replace").splitlines() if line.strip()]
+    except OSError:
+        lines = []
+    return lines[-1] if lines else "(it printed nothing)"
+
+
+# Departures this late are no longer the emulator's timing noise: at 10 Mbit/s a millisecond is
+# almost a full frame's time on the wire, and the lag adds to every RTT the run reports.
+LAG_WARN_NS = 1_000_000
+
+
+def lag_warnings(stats: dict[str, dict[str, Any]]) -> list[str]:
+    """What the run's numbers owe to the userspace datapath falling behind, per direction:
+    departures late by a millisecond or more at p99 (a queue no link asked for), and frames
+    lost outside the emulated link (its input ring full, or refused on the way out)."""
+    out = []
+    for name, d in stats.items():
+        late = d.get("depart_error_ns", {})
+        if late.get("p99", 0) >= LAG_WARN_NS:
+            out.append(f"{name}: the datapath fell behind: departures {late['p99'] / 1e6:.1f} ms late at p99 "
+                       f"(max {late.get('max', 0) / 1e6:.1f} ms), delay no link asked for; "
+                       "the machine was short of CPU for this traffic")
+        drops = d.get("drops", {})
+        lost = drops.get("rx_overrun", 0) + drops.get("tx_error", 0)
+        if lost:
+            out.append(f"{name}: {lost} frames lost outside the emulated link (rx_overrun {drops.get('rx_overrun', 0)}, "
+                       f"tx_error {drops.get('tx_error', 0)}): the datapath could not keep up")
+    return out

@@ -1,0 +1,95 @@
+"""Network namespaces and the iproute2 and ethtool verbs the testbed is built with.
+
+Each helper is one command through bloatlab.proc, so a failure is a CommandError that quotes
+the command and the last line it printed on stderr.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+
+from bloatlab import proc
+from bloatlab.proc import CommandError
+
+log = logging.getLogger(__name__)
+
+NETNS_DIR = "/run/netns"  # where `ip netns add` mounts named namespaces
+
+# Offloads that make veths carry frames larger than the MTU or with partial checksums.
+OFFLOADS = ("tso", "gso", "gro", "sg", "tx", "rx")
+
+
+def add(ns: str) -> None:
+    proc.run(["ip", "netns", "add", ns])
+
+
+def delete(ns: str) -> None:
+    proc.run(["ip", "netns", "delete", ns])
+
+
+def exists(ns: str) -> bool:
+    return os.path.exists(os.path.join(NETNS_DIR, ns))
+
+
+def list_namespaces() -> list[str]:
+    """Names of all named namespaces (`ip netns list`)."""
+    # Lines look like "bloatlab.t1.h1 (id: 3)" or just "bloatlab.t1.h1".
+    return [line.split()[0] for line in proc.output(["ip", "netns", "list"]).splitlines() if line.strip()]
+
+
+def pids(ns: str) -> list[int]:
+    """Processes whose network namespace is `ns`."""
+    return [int(p) for p in proc.output(["ip", "netns", "pids", ns]).split()]
+
+
+def ip(ns: str, *args: str) -> str:
+    """`ip -n NS ARGS...`"""
+    return proc.output(["ip", "-n", ns, *args])
+
+
+def tc(ns: str, *args: str) -> str:
+    """`tc -n NS ARGS...`"""
+    return proc.output(["tc", "-n", ns, *args])
+
+
+def sysctl(ns: str, key: str, value: str | int) -> None:
+    proc.run(["sysctl", "-qw", f"{key}={value}"], ns=ns)
+
+
+def veth_pair(a_ns: str, a_iface: str, b_ns: str, b_iface: str) -> None:
+    """A veth pair with one end in each namespace."""
+    # Created right in their namespaces: the root namespace never sees them, so no name clash.
+    proc.run(["ip", "link", "add", a_iface, "netns", a_ns, "type", "veth", "peer", "name", b_iface, "netns", b_ns])
+
+
+def offloads_off(ns: str, iface: str) -> None:
+    """Turn off segmentation, aggregation and checksum offloads, so queues see real frames.
+
+    A feature the driver refuses is logged and skipped: the datapath counts any oversize
+    frame that still gets through.
+    """
+    try:
+        proc.run(["ethtool", "-K", iface, *(arg for f in OFFLOADS for arg in (f, "off"))], ns=ns)
+        return
+    except CommandError:
+        pass
+    for feature in OFFLOADS:  # one at a time, to keep every feature the driver allows
+        try:
+            proc.run(["ethtool", "-K", iface, feature, "off"], ns=ns)
+        except CommandError as e:
+            log.debug("%s/%s: driver refuses %s off: %s", ns, iface, feature, e)
+
+
+def single_segments(ns: str, iface: str) -> None:
+    """Make a host's TCP hand `iface` one segment per packet.
+
+    TCP builds GSO super-packets whatever the device's features and cuts them up only as they
+    leave the qdisc, so a shaping qdisc on a host's own interface would hold up to 64 KB as one
+    packet, and a limit of N packets would hold N of them. Segments a switch forwards are
+    single frames already, so this only changes a host's own traffic.
+    """
+    try:
+        proc.run(["ip", "link", "set", "dev", iface, "gso_max_segs", "1"], ns=ns)
+    except CommandError as e:
+        log.debug("%s/%s: gso_max_segs 1 refused: %s", ns, iface, e)

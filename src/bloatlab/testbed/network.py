@@ -1,0 +1,469 @@
+"""A Network turns a Topology into namespaces, veths, bridges, qdiscs and a datapath process.
+
+This is the only module that builds. Names:
+    namespaces   bloatlab.NET.NODE for each host and switch, bloatlab.NET._dp for the datapath
+    interfaces   <host>-eth0 on a host; <switch>-eth<i> on a switch, i counting its links from 0
+    switches     a Linux bridge br0 in the switch's namespace, every port enslaved
+    hosts        10.0.0.N/24 (Topology.address) and /etc/netns/bloatlab.NET.HOST/hosts naming
+                 every host, which `ip netns exec` mounts as /etc/hosts
+Everything built is recorded in /run/bloatlab/NET (state.py) before it is built, so `down`
+and `clean` find it again, also after a crash.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import logging
+import os
+import re
+import shutil
+import subprocess
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from bloatlab import proc
+from bloatlab.errors import BloatlabError, MachineError, SpecError
+from bloatlab.specs.model import LinkSpec, Topology
+from bloatlab.testbed import capabilities, netns, state
+from bloatlab.testbed.datapath import Datapath, read_stats_if_any
+from bloatlab.testbed.links.base import LinkBackend, Port, Site, middle_ifaces
+from bloatlab.testbed.links.kernel import KernelBackend
+from bloatlab.testbed.links.userspace import UserspaceBackend
+
+log = logging.getLogger(__name__)
+
+NAME_RE = re.compile(r"[a-z][a-z0-9-]{0,15}")
+PREFIX = "bloatlab"
+NETNS_PREFIXES = (f"{PREFIX}.", f"{PREFIX}-")  # what `clean` removes: networks' and tools' namespaces
+ETC_NETNS = Path("/etc/netns")
+IFNAME_MAX = 15  # Linux IFNAMSIZ - 1
+BRIDGE = "br0"
+DP_NODE = "_dp"
+
+# The link backends, by the name a spec chooses them with; "auto" tries them in this order.
+LINK_BACKENDS: dict[str, type[LinkBackend]] = {b.name: b for b in (KernelBackend, UserspaceBackend)}
+AUTO_ORDER = ("kernel", "userspace")
+
+
+def choose_backend(link: LinkSpec, kernel_qdiscs: dict[str, bool], index: int | None = None) -> str:
+    """The backend that serves `link`: the one it names, or with "auto" the first in AUTO_ORDER
+    that can serve everything it asks here. A backend the link names that cannot serve it, or
+    none under "auto", is a one-line error naming the field to change."""
+    def field(key: str) -> str:
+        return f"links[{index}].{key}" if index is not None else f"link {link.name}: {key}"
+
+    if link.backend != "auto":
+        refused = LINK_BACKENDS[link.backend].refusals(link, kernel_qdiscs)
+        if refused:
+            raise refused[0].error(field("backend"), 'use backend = "userspace" or "auto"')
+        return link.backend
+    refusals = {}
+    for name in AUTO_ORDER:
+        refusals[name] = LINK_BACKENDS[name].refusals(link, kernel_qdiscs)
+        if not refusals[name]:
+            return name
+    # None can: why the first cannot, and what the last needs to (queue_at = "sender" is the kernel's alone).
+    first, last = refusals[AUTO_ORDER[0]][0], refusals[AUTO_ORDER[-1]][0]
+    raise first.error(field(last.field), last.fix)
+
+
+def check_name(name: str) -> str:
+    if not isinstance(name, str) or not NAME_RE.fullmatch(name):
+        raise SpecError(f"{name!r} is not a valid network name; use 1 to 16 characters: a lowercase "
+                        'letter, then lowercase letters, digits or "-" (e.g. t1)', field="name")
+    return name
+
+
+def namespace(network: str, node: str) -> str:
+    return f"{PREFIX}.{network}.{node}"
+
+
+def interface_names(topology: Topology) -> list[tuple[str, str]]:
+    """For each link, the interface names at ends[0] and ends[1]."""
+    next_port = {node: 0 for node in topology.node_names()}
+    names = []
+    for link in topology.links:
+        pair = []
+        for node in link.ends:
+            pair.append(f"{node}-eth{next_port[node]}")
+            next_port[node] += 1
+        names.append((pair[0], pair[1]))
+    return names
+
+
+def hosts_file(topology: Topology) -> str:
+    lines = ["127.0.0.1\tlocalhost", "::1\tlocalhost ip6-localhost ip6-loopback"]
+    lines += [f"{topology.address(host)}\t{host}" for host in topology.hosts]
+    return "\n".join(lines) + "\n"
+
+
+class Network:
+    """A built (or to-be-built) topology under a name.
+
+        with Network(topology, "t1") as net:
+            net.exec("h1", ["ping", "-c", "1", "h2"], check=True)
+    """
+
+    def __init__(self, topology: Topology, name: str, detach: bool = False, *,
+                 qlog_dir: Path | None = None, qlog_directions: set[str] | None = None,
+                 topology_path: str | Path | None = None):
+        self.topology = topology
+        self.name = check_name(name)
+        self.detach = detach  # the datapath outlives this process (bloatlab up)
+        self.qlog_dir = qlog_dir  # queue logs of userspace links, if wanted
+        self.qlog_directions = qlog_directions  # of these directions ("s0->h2"); None: all
+        self.topology_path = str(topology_path) if topology_path is not None else None
+        self.backends: list[str] = []  # per link, known after up() or attach()
+        self._state: state.NetworkState | None = None
+        self._datapath: Datapath | None = None  # the userspace links' bloatlab-link, if any
+        # The datapath's stats file as it was written on exit (counters per reason), after down().
+        self.final_datapath_stats: dict[str, Any] | None = None
+
+    # Names ------------------------------------------------------------------------------
+
+    @property
+    def state_dir(self) -> Path:
+        return state.state_dir(self.name)
+
+    @property
+    def datapath_namespace(self) -> str:
+        """Where links are built between the nodes: bloatlab-link's veth ends, and the bridges
+        and qdiscs of kernel-backend links."""
+        return namespace(self.name, DP_NODE)
+
+    def namespace(self, node: str) -> str:
+        if node not in self.topology.hosts and node not in self.topology.switches:
+            nodes = ", ".join(self.topology.node_names())
+            raise SpecError(f"no host {node!r} in network {self.name} (it has: {nodes})", field="host")
+        return namespace(self.name, node)
+
+    def address(self, host: str) -> str:
+        self.namespace(host)  # the same error for an unknown host
+        return self.topology.address(host)
+
+    @property
+    def datapath(self) -> Datapath | None:
+        return self._datapath
+
+    # Running things in hosts ------------------------------------------------------------
+
+    def exec(self, host: str, argv: Sequence[str], *, input: str | None = None,
+             timeout_s: float | None = proc.RUN_TIMEOUT_S, check: bool = False) -> subprocess.CompletedProcess[str]:
+        """Run argv in `host` to completion, its output captured (bloatlab.proc.run)."""
+        return proc.run(argv, ns=self.namespace(host), input=input, timeout_s=timeout_s, check=check)
+
+    def popen(self, host: str, argv: Sequence[str], **kwargs: Any) -> subprocess.Popen:
+        """Start argv in `host`; kwargs go to subprocess.Popen. down() ends it if it still runs."""
+        return proc.spawn(argv, ns=self.namespace(host), **kwargs)
+
+    # Building ---------------------------------------------------------------------------
+
+    def _plan(self) -> list[tuple[Port, Port]]:
+        """Check everything that can be checked before building; return each link's ports."""
+        topo = self.topology
+        if len(topo.hosts) > 254:
+            raise SpecError(f"{len(topo.hosts)} hosts do not fit 10.0.0.0/24; use at most 254", field="hosts")
+        qdiscs = capabilities.kernel_qdiscs() if any(link.backend != "userspace" for link in topo.links) else {}
+        self.backends = [choose_backend(link, qdiscs, index) for index, link in enumerate(topo.links)]
+        ports = [self._end_ports(index) for index in range(len(topo.links))]
+        for index, pair in enumerate(ports):
+            for port in pair:
+                if len(port.iface) > IFNAME_MAX:
+                    raise SpecError(f"interface name {port.iface!r} is longer than Linux allows ({IFNAME_MAX}); "
+                                    "use a shorter node name", field=f"links[{index}].ends")
+        return ports
+
+    @functools.cached_property
+    def _interface_names(self) -> list[tuple[str, str]]:
+        return interface_names(self.topology)
+
+    def _end_ports(self, index: int) -> tuple[Port, Port]:
+        """Link `index`'s interfaces in the namespaces of ends[0] and ends[1]."""
+        link = self.topology.links[index]
+        a, b = (Port(namespace(self.name, node), iface)
+                for node, iface in zip(link.ends, self._interface_names[index]))
+        return a, b
+
+    def _in_middle(self, index: int) -> bool:
+        """Whether link `index` is built in the datapath namespace (all but queue_at "sender")."""
+        return self.backends[index] == "userspace" or self.topology.links[index].queue_at == "link"
+
+    def _namespaces(self) -> list[str]:
+        names = [namespace(self.name, node) for node in self.topology.node_names()]
+        if any(self._in_middle(index) for index in range(len(self.backends))):
+            names.append(self.datapath_namespace)
+        return names
+
+    def queue_port(self, index: int, which: str) -> Port:
+        """Where the qdiscs of a kernel-backend link direction sit ("forward" or "reverse")."""
+        a, b = self._end_ports(index)
+        return KernelBackend.qdisc_port(self.datapath_namespace, index, self.topology.links[index], a, b, which)
+
+    def up(self) -> Network:
+        """Build the network. On any failure (or Ctrl-C) remove what was built, then re-raise."""
+        ports = self._plan()
+        leftovers = _network_namespaces(self.name)
+        if leftovers and not state.state_dir(self.name).exists():
+            raise BloatlabError(f"namespaces of an earlier network {self.name} are left ({leftovers[0]}, ...); "
+                                f"remove them with: bloatlab down {self.name}", field="name")
+        self._state = state.NetworkState(
+            name=self.name, topology=self.topology.to_dict(), namespaces=self._namespaces(),
+            topology_path=self.topology_path, backends=self.backends,
+            owner=dict(zip(("pid", "starttime"), proc.identify(os.getpid()))))
+        self._state.claim()  # from here on, everything we make can be found by name
+        try:
+            self._build(ports)
+        except BaseException:
+            self._teardown(quiet=True)
+            raise
+        return self
+
+    def _build(self, ports: list[tuple[Port, Port]]) -> None:
+        topo = self.topology
+        for node in topo.hosts:
+            ns = namespace(self.name, node)
+            netns.add(ns)
+            netns.ip(ns, "link", "set", "lo", "up")
+            self._write_etc(node)
+        for node in topo.switches:
+            ns = namespace(self.name, node)
+            netns.add(ns)
+            self._silence_ipv6(ns)
+            netns.ip(ns, "link", "add", BRIDGE, "type", "bridge")
+            netns.ip(ns, "link", "set", BRIDGE, "up")
+        if self.datapath_namespace in self._namespaces():
+            netns.add(self.datapath_namespace)
+            self._silence_ipv6(self.datapath_namespace)
+        site = Site(topo, self.datapath_namespace, self.state_dir, detach=self.detach, qlog_dir=self.qlog_dir,
+                    qlog_directions=self.qlog_directions)
+        builders = {name: LINK_BACKENDS[name](site) for name in dict.fromkeys(self.backends)}
+
+        for index, (link, (a, b)) in enumerate(zip(topo.links, ports)):
+            builders[self.backends[index]].add_link(index, link, a, b)
+            for node, port in zip(link.ends, (a, b)):
+                if node in topo.hosts:
+                    netns.ip(port.ns, "addr", "add", f"{topo.address(node)}/24", "dev", port.iface)
+                    netns.ip(port.ns, "link", "set", port.iface, "up")
+                else:
+                    netns.ip(port.ns, "link", "set", port.iface, "master", BRIDGE, "up")
+
+        ends = [port for pair in ports for port in pair]
+        ends += [Port(self.datapath_namespace, iface) for index in range(len(topo.links))
+                 if self._in_middle(index) for iface in middle_ifaces(index)]
+        self._wait_until_running(ends)
+        for builder in builders.values():
+            builder.start()  # once, after every veth exists
+            if builder.daemon is not None:
+                self._datapath = builder.daemon
+                self._state.datapath = {"pid": self._datapath.pid, "starttime": self._datapath.starttime}
+        self._state.status = "up"
+        self._state.save()
+
+    @staticmethod
+    def _wait_until_running(ports: list[Port], timeout_s: float = 5.0) -> None:
+        """Return once every port is operationally up.
+
+        The kernel applies a carrier change (and starts the interface's qdisc) from its link
+        watch, which can lag up to a second behind `ip link set up`; until then the interface
+        drops what it is given, the first ARP request included.
+        """
+        deadline = time.monotonic() + timeout_s
+        waiting = set(ports)
+        while True:
+            for ns in {port.ns for port in waiting}:
+                running = {link["ifname"] for link in json.loads(netns.ip(ns, "-j", "link", "show"))
+                           if link.get("operstate") == "UP"}
+                waiting -= {Port(ns, iface) for iface in running}
+            if not waiting:
+                return
+            if time.monotonic() > deadline:
+                down = ", ".join(sorted(f"{p.ns}/{p.iface}" for p in waiting))
+                raise MachineError(f"interfaces still down after {timeout_s:g} s: {down}")
+            time.sleep(0.02)
+
+    @staticmethod
+    def _silence_ipv6(ns: str) -> None:
+        # Bridges and datapath ends would otherwise send router solicitations and MLD reports
+        # into the links under test. "default" covers interfaces created from now on.
+        for scope in ("all", "default"):
+            netns.sysctl(ns, f"net.ipv6.conf.{scope}.disable_ipv6", 1)
+
+    def _write_etc(self, host: str) -> None:
+        etc = ETC_NETNS / namespace(self.name, host)
+        etc.mkdir(parents=True, exist_ok=True)
+        (etc / "hosts").write_text(hosts_file(self.topology))
+        # No name server: a lookup of an unknown name then fails at once on the host's own
+        # loopback instead of leaving the lab.
+        (etc / "resolv.conf").write_text("# bloatlab: no DNS inside a lab network\n")
+
+    # Tearing down -----------------------------------------------------------------------
+
+    def down(self) -> list[str]:
+        """End every process in the network, the datapath first, and remove all of it."""
+        return self._teardown(quiet=False)
+
+    def _teardown(self, quiet: bool) -> list[str]:
+        removed: list[str] = []
+        errors: list[BaseException] = []
+        dp = self.datapath
+        try:
+            if dp is not None and dp.stop():  # first: it flushes its logs and final stats
+                removed.append(f"process {dp.pid} (bloatlab-link)")
+            if dp is not None and dp.stats_path is not None:
+                self.final_datapath_stats = read_stats_if_any(dp.stats_path)
+        except Exception as e:  # keep going: the namespaces must go whatever happened
+            errors.append(e)
+        namespaces = self._state.namespaces if self._state else []
+        removed += _remove_network(self.name, namespaces, errors)
+        if errors and not quiet:
+            raise errors[0]
+        for e in errors:
+            log.warning("while removing network %s: %s", self.name, e)
+        return removed
+
+    def __enter__(self) -> Network:
+        return self.up()
+
+    def __exit__(self, *exc: object) -> None:
+        self.down()
+
+    # Networks built by another process --------------------------------------------------
+
+    @classmethod
+    def attach(cls, name: str) -> Network:
+        """The network `name` as recorded in the registry (built by `bloatlab up`, say)."""
+        st = state.load(check_name(name))
+        net = cls(st.topology_object(), name, detach=True, topology_path=st.topology_path)
+        net.backends = list(st.backends)
+        net._state = st
+        if st.datapath:
+            net._datapath = Datapath(st.datapath["pid"], st.datapath["starttime"],
+                                     net.state_dir / "datapath-stats.json")
+        return net
+
+    @property
+    def status(self) -> str:
+        return self._state.status if self._state else "new"
+
+
+# The registry as a whole --------------------------------------------------------------------
+
+def _network_namespaces(name: str) -> list[str]:
+    return [ns for ns in netns.list_namespaces() if ns.startswith(f"{PREFIX}.{name}.")]
+
+
+def _end_processes(namespaces: list[str]) -> list[str]:
+    """SIGTERM, then SIGKILL, every process in the namespaces."""
+    processes = [proc.identify(pid) for ns in namespaces if netns.exists(ns) for pid in netns.pids(ns)]
+    return [f"process {pid}" for pid in proc.terminate(processes)]
+
+
+def _remove_network(name: str, namespaces: list[str], errors: list[BaseException]) -> list[str]:
+    """Remove what is left of network `name`: processes, namespaces, /etc/netns dirs, state."""
+    removed: list[str] = []
+    every = sorted(set(namespaces) | set(_network_namespaces(name)))
+    try:
+        removed += _end_processes(every)
+    except Exception as e:
+        errors.append(e)
+    for ns in every:
+        try:
+            if netns.exists(ns):
+                netns.delete(ns)  # takes the veths in it, and so their peers, along
+                removed.append(f"namespace {ns}")
+        except Exception as e:
+            errors.append(e)
+    for etc in sorted(ETC_NETNS.glob(f"{PREFIX}.{name}.*")):
+        shutil.rmtree(etc, ignore_errors=True)
+        removed.append(str(etc))
+    if state.remove(name):
+        removed.append(str(state.state_dir(name)))
+    _remove_if_empty(ETC_NETNS, state.RUN_DIR)
+    return removed
+
+
+def _remove_if_empty(*dirs: Path) -> None:
+    for path in dirs:
+        try:
+            path.rmdir()
+        except OSError:
+            pass  # not empty (another network, or not ours), or already gone
+
+
+def remove_network(name: str) -> list[str]:
+    """Take down network `name`, from its state file or, if that is gone, by its namespaces."""
+    check_name(name)
+    if state.state_dir(name).exists():
+        try:
+            net = Network.attach(name)
+        except BloatlabError:
+            net = None  # a damaged or half-written state file: remove by name below
+        if net is not None:
+            return net.down()
+    errors: list[BaseException] = []
+    removed = _remove_network(name, [], errors)
+    if errors:
+        raise errors[0]
+    if not removed:
+        raise BloatlabError(f"no network named {name!r} (bloatlab ls lists them)", field="name")
+    return removed
+
+
+def leftovers(name: str) -> list[str]:
+    """Everything of network `name` that exists on the machine: namespaces, /etc/netns
+    directories, its state directory."""
+    found = [ns for ns in netns.list_namespaces() if ns.startswith(f"{PREFIX}.{name}.")]
+    found += [str(p) for p in ETC_NETNS.glob(f"{PREFIX}.{name}.*")]
+    found += [str(p) for p in [state.RUN_DIR / name] if p.exists()]
+    return found
+
+
+def list_networks() -> list[state.NetworkState]:
+    return state.list_states()
+
+
+def stray_namespaces() -> list[str]:
+    """bloatlab namespaces that belong to no registered network (`clean` removes them)."""
+    known = {ns for st in state.list_states() for ns in st.namespaces}
+    return [ns for ns in netns.list_namespaces()
+            if ns.startswith(NETNS_PREFIXES) and ns not in known]
+
+
+def clean_networks() -> list[str]:
+    """Remove every network bloatlab made, and what a killed one left: datapaths, processes and
+    namespaces named bloatlab.* or bloatlab-*, /etc/netns/bloatlab.*, /run/bloatlab/* (but the
+    nic journals). Return what was removed."""
+    removed: list[str] = []
+    errors: list[BaseException] = []
+    for st in state.list_states():
+        if st.datapath:
+            dp = Datapath(st.datapath["pid"], st.datapath["starttime"])
+            if dp.stop():
+                removed.append(f"process {dp.pid} (bloatlab-link of {st.name})")
+    namespaces = [ns for ns in netns.list_namespaces() if ns.startswith(NETNS_PREFIXES)]
+    removed += _end_processes(namespaces)
+    for ns in namespaces:
+        try:
+            netns.delete(ns)
+            removed.append(f"namespace {ns}")
+        except proc.CommandError as e:
+            errors.append(e)  # try the rest first
+    for etc in sorted([*ETC_NETNS.glob(f"{PREFIX}.*"), *ETC_NETNS.glob(f"{PREFIX}-*")]):
+        shutil.rmtree(etc, ignore_errors=True)
+        removed.append(str(etc))
+    if state.RUN_DIR.exists():
+        for entry in sorted(state.RUN_DIR.iterdir()):
+            if entry.name == "nic" and any(entry.glob("*.json")):
+                continue  # nic journals: the original settings of a real interface (bloatlab nic restore)
+            if entry.is_dir():
+                shutil.rmtree(entry, ignore_errors=True)
+            else:
+                entry.unlink(missing_ok=True)
+            removed.append(str(entry))
+    _remove_if_empty(ETC_NETNS, state.RUN_DIR)
+    if errors:
+        raise errors[0]
+    return removed

@@ -1,0 +1,91 @@
+"""The registry of networks: /run/bloatlab/NAME/state.json.
+
+A network's state file is written before anything is built, so whatever a killed `up` left
+behind can be found and removed. Processes are recorded by pid and start time (bloatlab.proc),
+so a pid that the kernel has since given to another process is never signalled.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from bloatlab.errors import BloatlabError
+from bloatlab.specs.model import Topology
+
+RUN_DIR = Path("/run/bloatlab")
+STATE_FILE = "state.json"
+
+
+@dataclass
+class NetworkState:
+    name: str
+    topology: dict[str, Any]  # Topology.to_dict()
+    namespaces: list[str]  # every namespace the network has or will have
+    status: str = "building"  # "building" until every part is up, then "up"
+    topology_path: str | None = None  # the file it came from, if any
+    backends: list[str] = field(default_factory=list)  # per link: "kernel" or "userspace"
+    datapath: dict[str, int | None] | None = None  # {"pid", "starttime"} of bloatlab-link
+    owner: dict[str, int | None] | None = None  # the process that built it: {"pid", "starttime"}
+    created: str = field(default_factory=lambda: datetime.now(timezone.utc).isoformat(timespec="seconds"))
+
+    @property
+    def dir(self) -> Path:
+        return state_dir(self.name)
+
+    def save(self) -> None:
+        # Write then rename: a reader (or a crash) never sees half a file.
+        tmp = self.dir / f".{STATE_FILE}.tmp"
+        tmp.write_text(json.dumps(asdict(self), indent=2) + "\n")
+        tmp.replace(self.dir / STATE_FILE)
+
+    def claim(self) -> None:
+        """Create the state directory, failing if the name is taken, and save."""
+        RUN_DIR.mkdir(parents=True, exist_ok=True)
+        try:
+            self.dir.mkdir()  # atomic: of two `up`s with one name, one wins
+        except FileExistsError:
+            raise BloatlabError(f"a network named {self.name!r} exists already (see bloatlab ls); "
+                                f"remove it with: bloatlab down {self.name}", field="name") from None
+        self.save()
+
+    def topology_object(self) -> Topology:
+        return Topology.from_dict(self.topology)
+
+
+def state_dir(name: str) -> Path:
+    return RUN_DIR / name
+
+
+def load(name: str) -> NetworkState:
+    path = state_dir(name) / STATE_FILE
+    try:
+        data = json.loads(path.read_text())
+        return NetworkState(**data)
+    except FileNotFoundError:
+        raise BloatlabError(f"no network named {name!r} (bloatlab ls lists them)", field="name") from None
+    except (json.JSONDecodeError, TypeError):
+        raise BloatlabError(f"{path} is damaged; remove the network with: bloatlab down {name}",
+                            field="name") from None
+
+
+def list_states() -> list[NetworkState]:
+    states = []
+    for path in sorted(RUN_DIR.glob(f"*/{STATE_FILE}")):
+        try:
+            states.append(load(path.parent.name))
+        except BloatlabError:
+            continue  # damaged or vanishing: `clean` removes such directories
+    return states
+
+
+def remove(name: str) -> bool:
+    path = state_dir(name)
+    if not path.exists():
+        return False
+    shutil.rmtree(path)
+    return True

@@ -1,0 +1,84 @@
+"""The one subprocess helper, stop signals that are never lost, and the local executor."""
+
+import os
+import signal
+import sys
+import time
+
+import pytest
+
+from bloatlab import interrupts, proc
+from bloatlab.errors import MachineError, SpecError
+from bloatlab.lab.executors import Job, LocalExecutor, RunResult, executor
+
+
+def test_run_returns_output_and_a_failure_names_the_command_and_its_last_line():
+    assert proc.output([sys.executable, "-c", "print('hi')"]) == "hi\n"
+    with pytest.raises(proc.CommandError) as error:
+        proc.run([sys.executable, "-c", "import sys; sys.stderr.write('first\\nthe reason\\n'); sys.exit(3)"])
+    assert error.value.returncode == 3
+    assert str(error.value).endswith("failed: the reason") and sys.executable in str(error.value)
+    unchecked = proc.run([sys.executable, "-c", "import sys; sys.exit(4)"], check=False)
+    assert unchecked.returncode == 4
+
+
+def test_a_missing_program_is_a_machine_error_not_a_traceback():
+    with pytest.raises(MachineError, match="`bloatlab-no-such-tool` is not installed"):
+        proc.run(["bloatlab-no-such-tool"])
+    with pytest.raises(MachineError, match="is not installed"):
+        proc.spawn(["bloatlab-no-such-tool"])
+
+
+def test_a_command_that_outlives_its_timeout_is_killed_and_reaped():
+    started = time.monotonic()
+    with pytest.raises(proc.CommandError, match="timed out after 0.3 s"):
+        proc.run([sys.executable, "-c", "import time; time.sleep(30)"], timeout_s=0.3)
+    assert time.monotonic() - started < 5
+
+
+def test_stop_signals_then_kills_and_reaps():
+    polite = proc.spawn([sys.executable, "-c", "import time; time.sleep(30)"])
+    assert proc.stop(polite, signal.SIGTERM, timeout_s=5) == -signal.SIGTERM
+    stubborn = proc.spawn([sys.executable, "-c",
+                           "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); print(1, flush=True); "
+                           "time.sleep(30)"], stdout=proc.subprocess.PIPE)
+    stubborn.stdout.readline()  # its handler is in place
+    assert proc.stop(stubborn, signal.SIGTERM, timeout_s=0.3) == -signal.SIGKILL
+    assert not proc.alive(stubborn.pid, None)
+
+
+def test_a_stop_signal_whose_exception_was_lost_is_raised_at_the_next_check():
+    with interrupts.Interrupts() as stop:
+        interrupts.check()  # nothing came
+        try:
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(1)  # the handler raises here
+        except KeyboardInterrupt:
+            pass  # what a finaliser or an at-fork hook would do: swallow it
+        assert stop.received == signal.SIGTERM
+        with pytest.raises(KeyboardInterrupt):
+            interrupts.check()
+        stop.cleaning = True
+        interrupts.check()  # while cleaning up, signals are only noted
+    interrupts.check()  # and nothing once it is over
+
+
+def test_the_local_executor_runs_jobs_in_order_and_reports_failures(tmp_path):
+    calls = []
+
+    def run_one(values, rep, run_dir, tick):
+        calls.append((values["q"], rep))
+        tick(1.0)
+        if values["q"] == 2:
+            raise RuntimeError("broke")
+        return RunResult(True, {"q": values["q"]})
+
+    jobs = [Job({"q": q}, 1, tmp_path / str(q), f"q={q}") for q in (1, 2, 3)]
+    ticks = []
+    done = list(LocalExecutor().run(run_one, jobs, lambda i, job: lambda s: ticks.append((i, s))))
+    assert calls == [(1, 1), (2, 1), (3, 1)] and ticks == [(1, 1.0), (2, 1.0), (3, 1.0)]
+    assert [d.result.complete for d in done] == [True, False, True]
+    assert isinstance(done[1].error, RuntimeError) and done[1].result.reason == "failed: broke"
+    assert isinstance(executor("local"), LocalExecutor)
+    with pytest.raises(SpecError, match="'ray' is not an executor; choose one of: local"):
+        executor("ray")

@@ -13,7 +13,6 @@ from bloatlab import binaries
 from bloatlab.errors import MachineError
 from bloatlab.proc import alive as process_alive, starttime as process_starttime, terminate
 from bloatlab.specs.model import DirectionSpec, QueueSpec
-from bloatlab.testbed import datapath
 from bloatlab.testbed.datapath import Datapath, direction_config, read_qlog, read_stats, write_config
 
 RECORD = struct.Struct("<QQIIBB6x")  # docs/datapath.md: the 32-byte queue log record

@@ -13,7 +13,6 @@ others lack is drawn and warned about.
 
 from __future__ import annotations
 
-import json
 import math
 import textwrap
 from collections.abc import Callable, Iterable

@@ -33,7 +33,7 @@ from typing import Any
 from bloatlab.experiment.parsers import IperfResult, parse_iperf3, parse_ping_replies, parse_ping_summary, parse_ss_tin
 from bloatlab.experiment.workloads import wait_listening
 from bloatlab.specs.model import DirectionSpec, HostSpec, LinkSpec, QueueSpec, Topology
-from bloatlab.specs.units import format_duration_ns, format_rate, parse_duration_ns, parse_rate
+from bloatlab.specs.units import format_duration_ns, format_rate
 from bloatlab.testbed import capabilities
 from bloatlab.testbed import netns
 from bloatlab.testbed.network import Network

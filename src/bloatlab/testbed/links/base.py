@@ -11,13 +11,10 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, ClassVar
+from typing import ClassVar, Protocol
 
 from bloatlab.errors import BloatlabError, MachineError, SpecError
 from bloatlab.specs.model import LinkSpec, Topology
-
-if TYPE_CHECKING:
-    from bloatlab.testbed.datapath import Datapath
 
 DIRECTIONS = ("forward", "reverse")
 
@@ -62,13 +59,23 @@ class Site:
     qlog_directions: set[str] | None = None  # of these directions ("s0->h2"); None: all
 
 
+class Daemon(Protocol):
+    """A process a backend leaves running for the network (bloatlab-link: testbed.datapath)."""
+
+    pid: int
+    starttime: int | None
+    stats_path: Path | None
+
+    def stop(self) -> bool:
+        """End it (it flushes what it writes first); whether it was running."""
+
+
 class LinkBackend(ABC):
     """Builds links of one kind: add_link for each, then start once all exist."""
 
     name: ClassVar[str]
-    # A process the backend left running for the network (bloatlab-link), which the network
-    # records and stops first when it comes down.
-    daemon: Datapath | None = None
+    # What the backend left running, which the network records and stops first when it comes down.
+    daemon: Daemon | None = None
 
     def __init__(self, site: Site):
         self.site = site

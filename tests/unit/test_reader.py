@@ -16,6 +16,7 @@ import bloatlab
 def test_load_run_gives_meta_summary_and_every_series_as_a_dataframe(make_run):
     path = make_run()
     run = bloatlab.load_run(path)  # the package's own door to the reader
+    assert repr(run) == f"<bloatlab run {run.name} at {path}>" and run.name.startswith("cs244 ")
     assert run.path == path and run.complete and run.params["maxq"] == 100
     assert run.spec["duration_s"] == 10
     assert run.summary["flows"]["bulk"]["kind"] == "bulk"
@@ -61,6 +62,7 @@ def test_a_directory_without_run_json_is_a_one_line_error(tmp_path, make):
 def test_load_sweep_gives_its_points_runs_metrics_and_series(make_sweep):
     out = make_sweep(axes=(("maxq", (20, 100)),), repeat=2, failed=("maxq=100/rep2",))
     sweep = bloatlab.load_sweep(out)
+    assert repr(sweep) == f"<bloatlab sweep cs244 at {out}: 2 points, 3 of 4 runs complete>"
     assert sweep.name == "cs244" and sweep.axes == [("maxq", [20, 100])]
     assert [p.label for p in sweep.points] == ["maxq=20", "maxq=100"]
     assert [len(p.complete_runs()) for p in sweep.points] == [2, 1]

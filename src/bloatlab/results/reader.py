@@ -334,6 +334,12 @@ class Sweep:
     aggregate_problem: str | None = None  # why it is None
     _runs: dict[Path, Run | None] = field(default_factory=dict, repr=False)
 
+    def __repr__(self) -> str:
+        runs = [r for p in self.points for r in p.runs]
+        complete = sum(len(p.complete_runs()) for p in self.points)
+        return (f"<bloatlab sweep {self.name} at {self.path}: {len(self.points)} points, "
+                f"{complete} of {len(runs)} runs complete>")
+
     @classmethod
     def from_document(cls, path: Path, meta: dict[str, Any]) -> Sweep:
         """The sweep that sweep.json's document `meta` describes, rooted at `path`."""

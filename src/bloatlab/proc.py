@@ -52,8 +52,8 @@ def run(argv: Sequence[str], *, ns: str | None = None, input: str | None = None,
     """Run a command to completion and capture its output (text).
 
     check: a non-zero exit raises CommandError; without it the caller reads returncode. A
-    command that is not installed raises MachineError either way; one that outlives timeout_s
-    is killed, reaped and raises CommandError.
+    command that is not installed or cannot be started raises MachineError either way; one that
+    outlives timeout_s is killed, reaped and raises CommandError.
     """
     full = in_namespace(ns, argv)
     log.debug("run: %s", shlex.join(full))
@@ -62,6 +62,8 @@ def run(argv: Sequence[str], *, ns: str | None = None, input: str | None = None,
                               stdin=None if input is not None else subprocess.DEVNULL)
     except FileNotFoundError:
         raise MachineError(f"`{full[0]}` is not installed (see bloatlab doctor)") from None
+    except OSError as error:  # not executable, or the machine out of something
+        raise MachineError(f"`{full[0]}` cannot be run: {error.strerror}") from None
     except subprocess.TimeoutExpired as expired:  # subprocess.run has killed and reaped it
         stderr = expired.stderr.decode(errors="replace") if isinstance(expired.stderr, bytes) else expired.stderr
         raise CommandError(full, f"{stderr or ''}\ntimed out after {timeout_s:g} s") from None
@@ -86,6 +88,8 @@ def spawn(argv: Sequence[str], *, ns: str | None = None, **popen: Any) -> subpro
         return subprocess.Popen(full, **popen)
     except FileNotFoundError:
         raise MachineError(f"`{full[0]}` is not installed (see bloatlab doctor)") from None
+    except OSError as error:
+        raise MachineError(f"`{full[0]}` cannot be run: {error.strerror}") from None
 
 
 def stop(proc: subprocess.Popen, sig: int = signal.SIGTERM, timeout_s: float = 3.0) -> int:

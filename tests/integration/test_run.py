@@ -4,6 +4,7 @@ physics at maxq 20 and 100, the kernel backend agreeing with the userspace one, 
 import csv
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -183,6 +184,9 @@ def test_ctrl_c_keeps_a_partial_result_and_leaves_nothing(tmp_path):
     assert run["complete"] is False and "interrupted" in run["incomplete_reason"]
     assert summary["complete"] is False and summary["rtt_ms"]["count"] >= 15
     assert 1.5 < summary["duration_s"] < 30
+    # What ran of the schedule, up to the Ctrl-C: not the teardown after it.
+    stopped_s = float(re.search(r"interrupted at ([\d.]+) s", run["incomplete_reason"])[1])
+    assert summary["duration_s"] == pytest.approx(stopped_s, abs=0.06)
     assert leftovers(run["network"]) == []
     assert not list(Path("/sys/kernel/tracing/instances").glob(f"bloatlab-{run['network']}*"))
     assert (out / "plots" / "rtt.png").exists()

@@ -28,7 +28,7 @@ def make_report(**overrides):
         "qdiscs": qdiscs,
         "qdisc_errors": {},
         "tools": {name: {"path": f"/usr/bin/{name}", "version": f"{name} 1.0"} for name in doctor.TOOLS},
-        "datapath": {"path": "/opt/bloatlab-link", "env": None},
+        "datapath": {"path": "/opt/bloatlab-link", "env": None, "problem": None},
         "congestion_control": {"available": ["reno", "cubic"], "default": "cubic"},
     }
     report["tools"]["ethtool"] = {"path": None, "version": None}
@@ -119,12 +119,14 @@ def test_doctors_table_says_what_the_kernel_backend_builds():
     assert "no kernel qdisc does this: Linux red counts bytes" in table_row(text, "queue red (packets)")
 
 
-def test_userspace_needs_binary():
-    report = make_report(datapath={"path": None, "env": "/nowhere/bloatlab-link"})
+def test_userspace_needs_binary(monkeypatch):
+    monkeypatch.setenv("BLOATLAB_LINK", "/nowhere/bloatlab-link")
+    path, problem = doctor.find_datapath()
+    report = make_report(datapath={"path": path, "env": "/nowhere/bloatlab-link", "problem": problem})
     assert not any(report["backends"]["userspace"].values())
     text = doctor.render(report)
     assert "make setup (cargo build --release)" in line_for(text, "bloatlab-link")
-    assert "BLOATLAB_LINK=/nowhere/bloatlab-link is not an executable file" in text
+    assert "note: BLOATLAB_LINK: /nowhere/bloatlab-link is not an executable file; fix the variable" in text
     assert "missing bloatlab-link" in text
 
 

@@ -2,6 +2,7 @@
 
 import csv
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -132,3 +133,14 @@ def test_on_off_arrivals_pause(tmp_path, capsys):
     assert (status, err) == (0, "")
     t = [int(r["t_arrival_ns"]) for r in fates(tmp_path / "o")]
     assert t[9] == 9_000_000 and t[10] == 100_000_000 and t[21] == 201_000_000
+
+
+def test_bench_replay_takes_a_discipline_by_its_alias(capsys):
+    parser = Parser(prog="bloatlab")
+    benchmarks = parser.add_subparsers(dest="command", required=True).add_parser("bench").add_subparsers(
+        dest="bench_command", required=True)
+    replay.add_bench_parser(benchmarks)
+    args = parser.parse_args(["bench", "replay", "--disciplines", "taildrop", "--packets", "0.01", "--repeat", "1"])
+    assert args.handler(args) == 0
+    out = capsys.readouterr().out
+    assert re.search(r"^  droptail\s+\d", out, re.M), out

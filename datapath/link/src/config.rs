@@ -236,7 +236,7 @@ pub const DISCIPLINES: [&str; 6] = ["droptail", "drophead", "codel", "fq_codel",
 /// A discipline's parameters as the config names them, each with the core's default in the
 /// config's unit (null: derived from the limit or the link's rate). The keys are also what
 /// `QueueJson::resolve` accepts. bloatlab's catalogue of disciplines
-/// (src/bloatlab/spec/disciplines.py) declares the same; a test holds the two equal through
+/// (src/bloatlab/specs/disciplines.py) declares the same; a test holds the two equal through
 /// `bloatlab-link --describe`.
 pub fn discipline_defaults(discipline: &str) -> Option<Map<String, Value>> {
     let codel = |p: &CodelParams| {

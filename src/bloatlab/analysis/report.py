@@ -10,7 +10,6 @@ file is HTML-escaped: parameter values and names are the user's text.
 
 from __future__ import annotations
 
-import argparse
 import base64
 import html
 import io
@@ -379,24 +378,3 @@ def finish_sweep(out: Path, doc: dict[str, Any], outcome: Finished, svg: bool = 
         outcome.files.append(write_report(out))
     except Exception as e:  # the runs and the aggregate are written; `bloatlab report` retries
         outcome.warnings.append(f"no figures or report: {e}; bloatlab report {out} retries")
-
-
-def cmd_report(args: argparse.Namespace) -> int:
-    print(write_report(args.dir))
-    return 0
-
-
-def add_parser(commands: argparse._SubParsersAction, formatter_class) -> argparse.ArgumentParser:
-    """Registers `bloatlab report` among the CLI's commands."""
-    summary = "write the self-contained HTML report of a run or a sweep"
-    sub = commands.add_parser(
-        "report", help=summary, formatter_class=formatter_class,
-        description=f"{summary}\n\nReads DIR's files alone (run.json, summary.json, series/; or sweep.json, "
-                    "aggregate.json and the\nrun directories) and writes DIR/report.html: what ran, on what machine, "
-                    "the numbers per\nconfiguration and the figures, embedded. It opens in any browser, with no "
-                    "server (docs/sweeps.md).",
-        epilog="examples:\n  bloatlab report results/q\n  bloatlab report results/cs244-maxq100-20261121-101500")
-    sub.set_defaults(handler=cmd_report)
-    sub.add_argument("dir", metavar="DIR", type=Path, help="a run's or a sweep's results directory")
-    return sub
-

@@ -220,9 +220,9 @@ def cmd_bench(args: argparse.Namespace) -> int:
     if not 0 < millions <= 1000:
         raise SpecError(f"{args.packets!r} is not a number of millions of packets, e.g. 5", field="--packets")
     repeats = _count(args.repeat, "--repeat", 1, 100)
-    disciplines = [d.strip() for d in args.disciplines.split(",") if d.strip()]
-    for d in disciplines:
-        parse_queue_option(f"discipline={d}", "--disciplines")
+    # By their names here: an alias (taildrop) is its discipline's.
+    disciplines = [parse_queue_option(f"discipline={d.strip()}", "--disciplines").discipline
+                   for d in args.disciplines.split(",") if d.strip()]
     results = bench(disciplines, round(millions * 1e6), repeats, say=lambda line: print(line, flush=True))
     status = 0
     if "codel" in results:

@@ -13,7 +13,7 @@ from typing import Any, Protocol
 class Hosts(Protocol):
     name: str  # the network's name: probes key what they leave on the machine by it
 
-    def exec(self, host: str, argv: Sequence[str], *, input: str | None = None, timeout_s: float | None = ...,
+    def exec(self, host: str, argv: Sequence[str], *, input: str | None = None, timeout_s: float | None = None,
              check: bool = False) -> subprocess.CompletedProcess[str]:
         """Run argv in `host` to completion, its output captured."""
 

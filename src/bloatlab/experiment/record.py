@@ -35,6 +35,10 @@ class Collected:
         self.warnings += other.warnings
 
 
+# A probed queue's numbers in summary.json (null where nothing was recorded).
+QUEUE_NUMBERS = ("mean_pkts", "max_pkts", "mean_bytes", "max_bytes", "drops")
+
+
 @dataclass
 class QueueMeasure:
     """One probed link direction's queue over the run: series rows and its summary numbers."""

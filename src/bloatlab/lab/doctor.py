@@ -185,7 +185,7 @@ def collect() -> dict[str, Any]:
     """Probe the machine; the result is JSON-ready."""
     root = capabilities.is_root()
     sandbox = capabilities.probe_sandbox(root)
-    datapath, _ = find_datapath()
+    datapath, datapath_problem = find_datapath()
     available_cc = _read_sysctl("net.ipv4.tcp_available_congestion_control")
     report: dict[str, Any] = {
         "bloatlab": __version__,
@@ -200,7 +200,7 @@ def collect() -> dict[str, Any]:
         "qdisc_errors": sandbox["qdisc_errors"],
         "tools": _probe_tools(),
         "datapath": {"path": str(datapath) if datapath else None,
-                     "env": os.environ.get("BLOATLAB_LINK")},
+                     "env": os.environ.get("BLOATLAB_LINK"), "problem": datapath_problem},
         "congestion_control": {
             "available": available_cc.split() if available_cc else [],
             "default": _read_sysctl("net.ipv4.tcp_congestion_control"),
@@ -296,8 +296,8 @@ def render(report: dict[str, Any], ascii_only: bool = False) -> str:
         check(True, "bloatlab-link", datapath["path"])
     else:
         check(False, "bloatlab-link", "make setup (cargo build --release), or set BLOATLAB_LINK")
-    if datapath.get("env") and datapath["env"] != datapath["path"]:
-        lines.append(f"    note: BLOATLAB_LINK={datapath['env']} is not an executable file")
+    if datapath.get("problem"):
+        lines.append(f"    note: {datapath['problem']}")
 
     section("TCP congestion control")
     cc = report["congestion_control"]

@@ -88,6 +88,7 @@ class Run:
         self.workloads: list[Running] = []
         self.probes: RunProbes | None = None
         self.record = RunRecord(experiment)
+        self.stopped_s: float | None = None  # how far the schedule got, when it was cut short
 
     def execute(self) -> Outcome:
         if self.dir.holds_run():
@@ -108,9 +109,11 @@ class Run:
                 self._run()
             except KeyboardInterrupt:
                 interrupts.cleaning = True
-                self.record.incomplete_reason = f"interrupted at {self._elapsed_s():.1f} s of {self.exp.duration_s:g} s"
+                self.stopped_s = self._elapsed_s()
+                self.record.incomplete_reason = f"interrupted at {self.stopped_s:.1f} s of {self.exp.duration_s:g} s"
             except BaseException as error:
                 interrupts.cleaning = True
+                self.stopped_s = self._elapsed_s()
                 self.record.incomplete_reason = f"failed: {error}"
                 failure = error
             interrupts.cleaning = True
@@ -135,7 +138,6 @@ class Run:
                            qlog_directions=set(exp.probes.queue))
         record.network = self.net.name
         self.net.up()
-        record.backends = list(self.net.backends)
         self.workloads = [running(w, self.net, self.dir.raw, self.clock, record.ports[w.name])
                           for w in exp.workloads]
         for w in self.workloads:
@@ -196,7 +198,8 @@ class Run:
     def _collect(self) -> RunRecord:
         """Everything measured, into the record."""
         exp, record = self.exp, self.record
-        record.duration_s = min(exp.duration_s, self._elapsed_s()) if record.incomplete_reason else exp.duration_s
+        cut = record.incomplete_reason is not None and self.stopped_s is not None
+        record.duration_s = min(exp.duration_s, self.stopped_s) if cut else exp.duration_s
         record.t0_real = self.clock.t0_real or None
         collected = Collected()
         if self.clock.started:
@@ -214,6 +217,8 @@ class Run:
             record.cwnd = self.probes.cwnd_rows(self.clock.t0_mono) if self.clock.started else []
             record.queues = self.probes.queues(record.duration_s, self.clock.t0_mono if self.clock.started else None)
             record.tcp_lost_events = self.probes.tcp_lost_events
+        if self.net is not None:
+            record.backends = list(self.net.backends)  # chosen before building, so known if the build failed
         record.datapath_stats = self._datapath_stats()
         record.warnings += lag_warnings(record.datapath_stats)
         record.machine, record.tools = machine(), tool_versions()

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from bloatlab.experiment.record import RunRecord
+from bloatlab.experiment.record import QUEUE_NUMBERS, RunRecord
 from bloatlab.results.files import RunDir
 from bloatlab.results.stats import FETCH_STATS, RTT_STATS, describe
 from bloatlab.version import __version__
@@ -21,8 +21,11 @@ def summary(record: RunRecord) -> dict[str, Any]:
     rtt["lost"] = collected.ping_lost
     fetch = describe(fetches, FETCH_STATS)
     fetch["failed"] = sum(1 for *_, ok in collected.fetch if not ok)
+    # Every probed direction, with null numbers where nothing was measured (a run cut short early).
+    queue = {name: record.queues[name].summary if name in record.queues else dict.fromkeys(QUEUE_NUMBERS)
+             for name in record.experiment.probes.queue}
     doc = {"complete": record.complete, "duration_s": record.duration_s, "flows": collected.flows,
-           "rtt_ms": rtt, "fetch_s": fetch, "queue": {name: q.summary for name, q in record.queues.items()}}
+           "rtt_ms": rtt, "fetch_s": fetch, "queue": queue}
     if len(collected.per_ping) > 1:  # RTT under each phase of load (txqueuelen: TCP, then UDP)
         doc["pings"] = {name: {**describe(rtts, RTT_STATS), "lost": lost}
                         for name, (rtts, lost) in collected.per_ping.items()}

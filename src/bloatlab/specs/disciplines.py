@@ -1,7 +1,7 @@
 """The catalogue of queue disciplines: each one's parameters with their units, defaults, bounds
 and sources, declared once, as ns-3 declares a queue disc's attributes in its TypeId.
 
-Everything else reads it: spec validation (spec/queues.py), the resolved parameters that go
+Everything else reads it: spec validation (specs/queues.py), the resolved parameters that go
 into results and into the datapath's config, `bloatlab queues`, the tables of docs/queues.md
 (`make docs` writes them), the kernel backend's defaults. A test holds bloatlab-link's own
 defaults (`bloatlab-link --describe`) equal to it.

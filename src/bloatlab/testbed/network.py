@@ -151,8 +151,9 @@ class Network:
     # Running things in hosts ------------------------------------------------------------
 
     def exec(self, host: str, argv: Sequence[str], *, input: str | None = None,
-             timeout_s: float | None = proc.RUN_TIMEOUT_S, check: bool = False) -> subprocess.CompletedProcess[str]:
-        """Run argv in `host` to completion, its output captured (bloatlab.proc.run)."""
+             timeout_s: float | None = None, check: bool = False) -> subprocess.CompletedProcess[str]:
+        """Run argv in `host` to completion, its output captured (bloatlab.proc.run); by default
+        for as long as it takes, as the command is the caller's."""
         return proc.run(argv, ns=self.namespace(host), input=input, timeout_s=timeout_s, check=check)
 
     def popen(self, host: str, argv: Sequence[str], **kwargs: Any) -> subprocess.Popen:

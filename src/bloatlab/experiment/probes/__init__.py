@@ -19,10 +19,9 @@ from bloatlab.experiment.hosts import Hosts
 from bloatlab.experiment.probes import queue as queue_probe
 from bloatlab.experiment.probes import tcp as tcp_probe
 from bloatlab.experiment.probes.qdisc import QdiscSampler
-from bloatlab.experiment.record import QueueMeasure
+from bloatlab.experiment.record import QUEUE_NUMBERS, QueueMeasure
 from bloatlab.specs.model import Bulk, Experiment, Web
 
-EMPTY_QUEUE = dict.fromkeys(("mean_pkts", "max_pkts", "mean_bytes", "max_bytes", "drops"))
 
 
 def choose_tcp_probe(wanted: str) -> str:
@@ -141,7 +140,7 @@ class RunProbes:
                     if path.exists():
                         trace = queue_probe.from_qlog(path, t0_mono)
             if trace is None:
-                out[name] = QueueMeasure(source.kind, [], dict(EMPTY_QUEUE))
+                out[name] = QueueMeasure(source.kind, [], dict.fromkeys(QUEUE_NUMBERS))
             else:
                 out[name] = QueueMeasure(source.kind, trace.rows(name, duration_s), trace.summary(duration_s))
         return out

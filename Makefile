@@ -15,6 +15,8 @@ CARGO ?= $(shell command -v cargo 2>/dev/null || { test -x $(HOME)/.cargo/bin/ca
 VENV ?= .venv
 # The oldest Rust that builds the datapath (rust-version in Cargo.toml).
 RUST_MIN := 78
+# The optional dependencies `make venv` installs (`make test` asks for test,sim,cluster).
+EXTRAS ?= test
 
 # command:Debian package, for the tools the experiments run.
 TOOLS := ip:iproute2 tc:iproute2 iperf3:iperf3 ping:iputils-ping curl:curl ethtool:ethtool
@@ -52,21 +54,26 @@ build: packages ## cargo build --release: target/release/bloatlab-link
 		"bloatlab-link needs Rust 1.$(RUST_MIN) or newer; install it with rustup (https://rustup.rs): Debian bookworm's is older" >&2; exit 1; }
 	$(CARGO) build --release
 
-venv: $(VENV)/.stamp ## .venv with bloatlab installed editable, plus the test extras
+venv: $(VENV)/.stamp-$(EXTRAS) ## .venv with bloatlab installed editable, with the extras (make test: test,sim,cluster)
 
-# Reinstalled only when pyproject.toml is newer than the stamp.
-$(VENV)/.stamp: pyproject.toml | packages
+# Reinstalled only when pyproject.toml is newer than the stamp of these extras. The install builds the Rust
+# binaries into the package too (setuptools-rust), as a wheel does; in a checkout, `make build`'s
+# target/release copies are the ones used (bloatlab.binaries).
+$(VENV)/.stamp-$(EXTRAS): pyproject.toml | build
 	@test -n "$(PYTHON)" || { echo "venv: no python3 >= 3.11 on PATH" >&2; exit 1; }
 	$(PYTHON) -m venv $(VENV)
-	$(VENV)/bin/python -m pip install -q --disable-pip-version-check -e '.[test]'
+	PATH="$(dir $(CARGO)):$$PATH" $(VENV)/bin/python -m pip install -q --disable-pip-version-check -e '.[$(EXTRAS)]'
 	touch $@
 
-# The report tests open report.html in headless Chromium: only `make test` needs it.
+# The report tests open report.html in headless Chromium: only `make test` needs it. It installs
+# the sim (ns-3) and cluster (Ray) extras too, for the simulated and cluster runs to come. cargo
+# goes on pytest's PATH for the test that builds the wheel.
 test: TOOLS += chromium:chromium
-test: setup ## cargo test, the layers' import contract (lint-imports), then pytest (root for namespaces)
+test: packages build ## cargo test, the layers' import contract (lint-imports), then pytest (root for namespaces)
+	@$(MAKE) --no-print-directory venv EXTRAS=test,sim,cluster
 	$(CARGO) test --workspace
 	$(VENV)/bin/lint-imports
-	@rc=0; $(VENV)/bin/python -m pytest -q tests || rc=$$?; \
+	@rc=0; PATH="$(dir $(CARGO)):$$PATH" $(VENV)/bin/python -m pytest -q tests || rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "make test: pytest collected no tests; that is a failure" >&2; exit 1; fi; \
 	exit $$rc
 
@@ -89,4 +96,4 @@ bench: setup ## the link benchmark: bloatlab bench link
 clean: ## remove leftover bloatlab namespaces, then target, .venv and build
 	@if [ -x $(VENV)/bin/bloatlab ]; then \
 		$(VENV)/bin/bloatlab clean || echo "clean: bloatlab clean failed; removing the rest anyway" >&2; fi
-	rm -rf target $(VENV) build src/*.egg-info
+	rm -rf target $(VENV) build src/*.egg-info src/bloatlab/_bin

@@ -1,18 +1,26 @@
-"""Where bloatlab's Rust binaries are: the one place that finds bloatlab-link and bloatlab-replay.
+"""Where bloatlab's Rust binaries are, and whether they are this bloatlab's: the one place that
+finds bloatlab-link and bloatlab-replay.
 
-In order: the environment variable that names the binary, the checkout's release build
-(`make setup` writes target/release), then PATH.
+In order: the environment variable that names the binary; in a source checkout (development),
+its release build (`make build` writes target/release), so a rebuilt datapath is used at once;
+the binaries installed with the package (a wheel carries them in bloatlab/_bin); then PATH.
+A binary reports its version (`--version`); one of another version than bloatlab's is refused
+with a one-line error, since its config and its stats may differ.
 """
 
 from __future__ import annotations
 
 import os
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 from bloatlab.errors import MachineError
+from bloatlab.version import __version__
 
-REPO_RELEASE = Path(__file__).resolve().parents[2] / "target" / "release"  # a checkout's `make setup`
+_CHECKOUT = Path(__file__).resolve().parents[2]  # src/bloatlab/ -> the checkout, if this is one
+REPO_RELEASE = _CHECKOUT / "target" / "release" if (_CHECKOUT / "Cargo.toml").is_file() else None
+PACKAGE_BIN = Path(__file__).resolve().parent / "_bin"  # what the wheel installed
 
 # Binary -> (the variable that overrides where it is, what needs it: for the error).
 BINARIES = {
@@ -21,17 +29,21 @@ BINARIES = {
 }
 
 
+def _executable(path: Path) -> bool:
+    return path.is_file() and os.access(path, os.X_OK)
+
+
 def locate(name: str) -> Path | None:
     """The binary, or None where there is none; an environment variable that names something
     not executable is an error, not a reason to look elsewhere."""
     env_var, _ = BINARIES[name]
     if env := os.environ.get(env_var):
-        if not os.access(env, os.X_OK) or not Path(env).is_file():
+        if not _executable(Path(env)):
             raise MachineError(f"{env} is not an executable file; fix the variable or unset it", field=env_var)
         return Path(env)
-    built = REPO_RELEASE / name
-    if built.is_file() and os.access(built, os.X_OK):
-        return built
+    for place in (REPO_RELEASE, PACKAGE_BIN):
+        if place is not None and _executable(place / name):
+            return place / name
     on_path = shutil.which(name)
     return Path(on_path) if on_path else None
 
@@ -41,5 +53,41 @@ def find(name: str) -> Path:
     path = locate(name)
     if path is None:
         env_var, needed_by = BINARIES[name]
-        raise MachineError(f"{name} not found ({needed_by}); run make setup, or set {env_var} to its path")
+        raise MachineError(f"{name} not found ({needed_by}); run make setup, install bloatlab with pip, or set "
+                           f"{env_var} to its path")
+    return path
+
+
+def version_argv(path: Path) -> list[str]:
+    """The command that makes a binary say its version."""
+    return [str(path), "--version"]
+
+
+def reported_version(name: str, printed: str) -> str | None:
+    """The version in what `NAME --version` printed ("bloatlab-link 0.2.0"); None for anything else
+    (a binary from before versions, which knows no --version)."""
+    words = printed.split()
+    return words[1] if len(words) == 2 and words[0] == name else None
+
+
+def check(name: str, path: Path, printed: str) -> None:
+    """A one-line error unless the binary at `path`, which printed `printed` for --version, is of
+    this bloatlab's version."""
+    found = reported_version(name, printed)
+    if found != __version__:
+        what = f"is {name} {found}" if found else "says no version (it is older than versions)"
+        raise MachineError(f"{path} {what}, but this bloatlab is {__version__}; rebuild it (make build) or "
+                           "install bloatlab and its binaries together (pip install)", field=name)
+
+
+_verified: set[Path] = set()
+
+
+def verified(name: str, output: Callable[[list[str]], str]) -> Path:
+    """The binary, once its version is checked (once per process); `output` runs a command and
+    returns what it printed (bloatlab.proc.output: this module starts nothing itself)."""
+    path = find(name)
+    if path not in _verified:
+        check(name, path, output(version_argv(path)))
+        _verified.add(path)
     return path

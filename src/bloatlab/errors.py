@@ -1,4 +1,5 @@
-"""Errors a user can cause and fix. The CLI prints them as one line and exits 2."""
+"""Errors a user can cause and fix. The CLI prints them as one line and exits 2 (bad input) or 3
+(the machine lacks something)."""
 
 import json
 
@@ -22,7 +23,9 @@ class SpecError(BloatlabError):
 
 
 class MachineError(BloatlabError):
-    """The machine lacks something a request needs (root, a qdisc, a tool)."""
+    """The machine lacks something a request needs (root, a qdisc, a tool). The CLI exits 3."""
+
+    exit_status = 3
 
 
 def show(value: object) -> str:

@@ -56,11 +56,12 @@ def name():
         remove_network(name)
 
 
-def one_error_line(result: subprocess.CompletedProcess, program: str) -> str:
-    """The single stderr line of a run that failed as bad input must: status 2, nothing else."""
+def one_error_line(result: subprocess.CompletedProcess, program: str, status: int = 2) -> str:
+    """The single stderr line of a run that failed as bad input must (status 2), or for want of
+    something on this machine (status 3): nothing else."""
     output = result.stdout + result.stderr
     assert "Traceback" not in output and "panicked" not in output, output
-    assert result.returncode == 2, output
+    assert result.returncode == status, output
     assert result.stdout == "", output
     lines = result.stderr.splitlines()
     assert len(lines) == 1 and lines[0].strip(), result.stderr
@@ -123,6 +124,9 @@ TOPOLOGY_CASES = [
     case("jitter-over-delay", topology(link(jitter='"5ms"')), "links[0].jitter",
          "the jitter (5 ms) is larger than the delay (1 ms)"),
     case("backend-unknown", topology(link(backend='"fpga"')), "links[0].backend", '"fpga" is not a backend'),
+    case("cc-not-a-name", 'cc = "TCP Reno"\n' + topology(), "cc", '"TCP Reno" is not a congestion control name'),
+    case("host-cc-unknown-key", topology(nodes=NODES.replace("[hosts.h2]\n", "[hosts.h2]\ncca = 'reno'\n")),
+         "hosts.h2.cca", 'unknown key "cca" in a host; did you mean "cc"?'),
 ]
 
 
@@ -150,9 +154,26 @@ def test_up_of_a_kernel_link_with_delay_on_a_kernel_without_netem(tmp_path, name
 
     if available_qdiscs().get("netem"):
         pytest.skip("this kernel has netem")
-    line = one_error_line(run_up(tmp_path, topology(link(backend='"kernel"')), {}, name), "bloatlab")
+    line = one_error_line(run_up(tmp_path, topology(link(backend='"kernel"')), {}, name), "bloatlab", status=3)
     assert line.startswith("bloatlab: error: links[0].backend: the kernel backend needs the netem qdisc for delay")
     assert traces(name) == []
+
+
+@pytest.mark.netns
+def test_up_with_a_congestion_control_this_kernel_lacks_or_restricts(tmp_path, name):
+    from bloatlab.testbed.capabilities import congestion_controls
+
+    nodes = NODES.replace("[hosts.h2]\n", "[hosts.h2]\ncc = 'nosuchcc'\n")
+    line = one_error_line(run_up(tmp_path, topology(nodes=nodes), {}, name), "bloatlab", status=3)
+    assert line.startswith("bloatlab: error: hosts.h2.cc: congestion control 'nosuchcc' is not available")
+    assert "modprobe tcp_nosuchcc" in line and traces(name) == []
+    have = congestion_controls()
+    restricted = sorted(have.available - have.allowed)
+    if not restricted:
+        pytest.skip("every congestion control of this kernel may be a namespace's default")
+    line = one_error_line(run_up(tmp_path, f'cc = "{restricted[0]}"\n' + topology(), {}, name), "bloatlab", status=3)
+    assert line.startswith(f"bloatlab: error: cc: {restricted[0]} is restricted here")
+    assert "net.ipv4.tcp_allowed_congestion_control" in line and traces(name) == []
 
 
 @pytest.mark.netns

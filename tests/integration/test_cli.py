@@ -1,5 +1,6 @@
 """The `bloatlab` command as a user runs it: one process per command, real namespaces."""
 
+import json
 import os
 import re
 import signal
@@ -80,7 +81,7 @@ def test_help_shows_an_example():
 def test_commands_that_need_root_say_so(monkeypatch, capsys):
     monkeypatch.setattr(os, "geteuid", lambda: 1000)  # an ordinary user (python may be root-only here)
     for argv in (["up", "t.toml", "--name", "t1"], ["exec", "t1", "h1", "--", "true"], ["down", "t1"], ["clean"]):
-        assert main(argv) == 2
+        assert main(argv) == 3  # the machine (here: the user) lacks what the command needs
         assert capsys.readouterr().err == f"bloatlab: error: bloatlab {argv[0]} needs root (it works with " \
                                           "network namespaces); run it with sudo\n"
 
@@ -102,7 +103,7 @@ def test_a_kernel_link_this_kernel_cannot_serve_is_refused_up_front(tmp_path, na
     if available_qdiscs().get("netem"):
         pytest.skip("this kernel has netem")
     topo = write_topology(tmp_path / "t.toml", delay="5ms")
-    line = one_line_error(bloatlab("up", str(topo), "--name", names("tc0")))
+    line = one_line_error(bloatlab("up", str(topo), "--name", names("tc0")), status=3)
     assert line.startswith("bloatlab: error: links[0].backend: the kernel backend needs the netem qdisc")
     assert traces("tc0") == []
 
@@ -114,7 +115,7 @@ def test_up_exec_ls_down(tmp_path, names):
     topo = write_topology(tmp_path / "t.toml")
     up = bloatlab("up", str(topo), "--name", names("tc1"))
     assert up.returncode == 0, up.stderr
-    assert re.search(r"h2 +10\.0\.0\.2\n", up.stdout) and "link h1-s0 (kernel backend)" in up.stdout
+    assert re.search(r"h2 +10\.0\.0\.2 +\w+ \(this machine.s default", up.stdout) and "link h1-s0 (kernel backend)" in up.stdout
     assert "tc1" in bloatlab("ls").stdout
 
     ping = bloatlab("exec", "tc1", "h1", "--", "ping", "-c", "2", "-i", "0.1", "h2")
@@ -133,6 +134,56 @@ def test_up_exec_ls_down(tmp_path, names):
     assert down.returncode == 0 and down.stdout == "network tc1 is down\n"
     assert traces("tc1") == []
     assert not process_alive(*daemon)
+
+
+@pytest.mark.netns
+def test_a_session_in_json_and_the_hosts_congestion_controls(tmp_path, names):
+    from bloatlab.testbed.capabilities import congestion_controls
+
+    machine = congestion_controls().default
+    other = next(cc for cc in ("reno", "bbr", "cubic") if cc != machine and cc in congestion_controls().allowed)
+    topo = write_topology(tmp_path / "t.toml", hosts=3)
+    topo.write_text(f'cc = "{other}"\n' + topo.read_text().replace("[hosts.h3]\n", f'[hosts.h3]\ncc = "{machine}"\n'))
+    up = bloatlab("up", str(topo), "--name", names("tc7"), "--json")
+    assert up.returncode == 0, up.stderr
+    doc = json.loads(up.stdout)  # stdout is the document alone
+    assert {h["name"]: h["cc"] for h in doc["hosts"]} == {"h1": other, "h2": other, "h3": machine}
+    assert doc["name"] == "tc7" and doc["status"] == "up" and {link["backend"] for link in doc["links"]} == {"kernel"}
+
+    # The hosts keep it: what a socket that names none gets.
+    ran = bloatlab("exec", "tc7", "h1", "--json", "--", "sysctl", "-n", "net.ipv4.tcp_congestion_control")
+    assert ran.returncode == 0 and json.loads(ran.stdout)["stdout"] == f"{other}\n"
+    ran = bloatlab("exec", "tc7", "h3", "--json", "--", "sh", "-c", "echo out; echo err >&2; exit 4")
+    assert ran.returncode == 4
+    assert {k: v for k, v in json.loads(ran.stdout).items() if k != "argv"} == {
+        "network": "tc7", "host": "h3", "status": 4, "stdout": "out\n", "stderr": "err\n"}
+
+    text = bloatlab("up", str(write_topology(tmp_path / "m.toml")), "--name", names("tc8"))
+    assert re.search(rf"h1 +10\.0\.0\.1 +{machine} \(this machine's default; set cc to change it\)", text.stdout)
+    listed = {net["name"]: net for net in json.loads(bloatlab("ls", "--json").stdout)["networks"]}
+    assert [h["cc"] for h in listed["tc7"]["hosts"]] == [other, other, machine]
+    assert [h["cc"] for h in listed["tc8"]["hosts"]] == [machine, machine]
+    table = bloatlab("ls").stdout.splitlines()
+    assert table[0].split()[:4] == ["NAME", "STATUS", "HOSTS", "CC"]
+    assert f"{','.join(sorted({machine, other}))} " in next(line for line in table if line.startswith("tc7 "))
+
+    down = bloatlab("down", "tc7", "--json")
+    assert down.returncode == 0 and json.loads(down.stdout)["network"] == "tc7"
+    assert bloatlab("down", "tc8", "-q").stdout == "network tc8 is down\n"
+
+
+@pytest.mark.netns
+def test_a_run_whose_workload_fails_is_status_1_and_keeps_what_it_measured(tmp_path):
+    spec = tmp_path / "lossy.toml"  # nothing crosses: iperf3 cannot connect
+    spec.write_text('name = "lossy"\nduration = "2s"\n[topology.hosts.h1]\n[topology.hosts.h2]\n'
+                    '[[topology.links]]\nends = ["h1", "h2"]\nrate = "10mbit"\nloss = "99.99%"\n'
+                    '[[workloads]]\nkind = "bulk"\nfrom = "h1"\nto = "h2"\n')
+    result = bloatlab("run", str(spec), "--out", str(tmp_path / "out"), "--json", "-q", timeout=120)
+    assert result.returncode == 1, result.stderr
+    doc = json.loads(result.stdout)
+    assert doc["complete"] is False and doc["reason"].startswith("a workload failed: bulk: iperf3")
+    assert "the run is incomplete" in result.stderr
+    assert json.loads((tmp_path / "out" / "run.json").read_text())["complete"] is False
 
 
 def wait_for_text(path: Path, timeout_s: float = 5.0) -> str:
@@ -237,3 +288,4 @@ def test_clean_removes_what_a_killed_up_left(tmp_path, names):
         assert f"removed process {datapath['pid']} (bloatlab-link of tc6)" in clean.stdout
         assert not process_alive(datapath["pid"], datapath["starttime"])
     assert bloatlab("clean").stdout == "nothing to clean\n"
+    assert json.loads(bloatlab("clean", "--json").stdout) == {"removed": [], "failed": []}

@@ -11,6 +11,7 @@ import pytest
 
 from bloatlab import binaries
 from bloatlab.errors import MachineError
+from bloatlab.version import __version__
 from bloatlab.proc import alive as process_alive, starttime as process_starttime, terminate
 from bloatlab.specs.model import DirectionSpec, QueueSpec
 from bloatlab.testbed.datapath import Datapath, direction_config, read_qlog, read_stats, write_config
@@ -93,10 +94,26 @@ def test_a_datapath_that_exits_first_reports_its_last_line(tmp_path):
     assert "no link to emulate" in error.value.message
 
 
+def stand_in_link(path, body: str, version: str = __version__):
+    """A script in bloatlab-link's place: it says its version, else runs `body`."""
+    path.write_text(f'#!/bin/sh\n[ "$1" = --version ] && {{ echo "bloatlab-link {version}"; exit 0; }}\n{body}')
+    path.chmod(0o755)
+    return path
+
+
+def test_a_datapath_of_another_version_is_refused(tmp_path, monkeypatch):
+    stand_in = stand_in_link(tmp_path / "old-link", f"touch {tmp_path}/ran\n", version="0.1.0")
+    monkeypatch.setenv("BLOATLAB_LINK", str(stand_in))
+    with pytest.raises(MachineError) as error:
+        Datapath.start(tmp_path / "c.json", tmp_path / "stats.json", tmp_path / "log")
+    assert str(error.value) == (f"bloatlab-link: {stand_in} is bloatlab-link 0.1.0, but this bloatlab is {__version__}; "
+                                "rebuild it (make build) or install bloatlab and its binaries together (pip install)")
+    assert not (tmp_path / "ran").exists()
+
+
 def test_a_datapath_that_never_gets_ready_is_killed(tmp_path, monkeypatch):
     stand_in = tmp_path / "silent-link"
-    stand_in.write_text(f"#!/bin/sh\necho $$ > {tmp_path}/pid\necho starting >&2\nexec sleep 30\n")
-    stand_in.chmod(0o755)
+    stand_in_link(stand_in, f"echo $$ > {tmp_path}/pid\necho starting >&2\nexec sleep 30\n")
     monkeypatch.setenv("BLOATLAB_LINK", str(stand_in))
     started = time.monotonic()
     with pytest.raises(MachineError, match=r"no stats file within 0.3 s \(last log line: starting\)"):

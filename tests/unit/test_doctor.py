@@ -4,6 +4,7 @@ import re
 
 from bloatlab.lab import doctor
 from bloatlab.testbed import capabilities
+from bloatlab.version import __version__
 
 
 def make_report(**overrides):
@@ -28,11 +29,13 @@ def make_report(**overrides):
         "qdiscs": qdiscs,
         "qdisc_errors": {},
         "tools": {name: {"path": f"/usr/bin/{name}", "version": f"{name} 1.0"} for name in doctor.TOOLS},
-        "datapath": {"path": "/opt/bloatlab-link", "env": None, "problem": None},
-        "congestion_control": {"available": ["reno", "cubic"], "default": "cubic"},
+        "binaries": {name: {"path": f"/opt/{name}", "version": __version__, "env": None, "problem": None}
+                     for name in ("bloatlab-link", "bloatlab-replay")},
+        "congestion_control": {"available": ["reno", "cubic"], "allowed": ["reno", "cubic"], "default": "cubic"},
     }
     report["tools"]["ethtool"] = {"path": None, "version": None}
     report.update(overrides)
+    report["datapath"] = report["binaries"]["bloatlab-link"]
     report["backends"] = doctor.backend_support(report)
     return report
 
@@ -121,11 +124,11 @@ def test_doctors_table_says_what_the_kernel_backend_builds():
 
 def test_userspace_needs_binary(monkeypatch):
     monkeypatch.setenv("BLOATLAB_LINK", "/nowhere/bloatlab-link")
-    path, problem = doctor.find_datapath()
-    report = make_report(datapath={"path": path, "env": "/nowhere/bloatlab-link", "problem": problem})
+    link = doctor.probe_binary("bloatlab-link")
+    report = make_report(binaries={"bloatlab-link": link, "bloatlab-replay": link})
     assert not any(report["backends"]["userspace"].values())
     text = doctor.render(report)
-    assert "make setup (cargo build --release)" in line_for(text, "bloatlab-link")
+    assert "make build, pip install bloatlab, or set BLOATLAB_LINK" in line_for(text, "bloatlab-link")
     assert "note: BLOATLAB_LINK: /nowhere/bloatlab-link is not an executable file; fix the variable" in text
     assert "missing bloatlab-link" in text
 
@@ -152,15 +155,22 @@ def test_ascii_only_uses_yes_no():
     assert line_for(text, "netem").split()[0] == "no"
 
 
-def test_find_datapath_prefers_env(tmp_path, monkeypatch):
+def test_probe_binary_prefers_env_and_checks_its_version(tmp_path, monkeypatch):
     binary = tmp_path / "bloatlab-link"
-    binary.write_text("#!/bin/sh\n")
+    binary.write_text(f"#!/bin/sh\necho bloatlab-link {__version__}\n")
     binary.chmod(0o755)
     monkeypatch.setenv("BLOATLAB_LINK", str(binary))
-    assert doctor.find_datapath() == (binary, None)
+    assert doctor.probe_binary("bloatlab-link") == {"path": str(binary), "version": __version__,
+                                                     "env": str(binary), "problem": None}
+    binary.write_text("#!/bin/sh\necho bloatlab-link 0.0.1\n")  # another version: found, and refused
+    found = doctor.probe_binary("bloatlab-link")
+    assert found["version"] == "0.0.1" and f"this bloatlab is {__version__}" in found["problem"]
+    report = make_report(binaries={"bloatlab-link": found, "bloatlab-replay": found})
+    assert not any(report["backends"]["userspace"].values())
+    assert line_for(doctor.render(report), "bloatlab-link").split()[0] == "✗"
     binary.chmod(0o644)  # not executable: none, and doctor says why
-    path, problem = doctor.find_datapath()
-    assert path is None and "BLOATLAB_LINK" in problem
+    found = doctor.probe_binary("bloatlab-link")
+    assert found["path"] is None and "BLOATLAB_LINK" in found["problem"]
 
 
 def test_backend_table_has_the_queue_disciplines_per_probed_qdisc():

@@ -4,14 +4,11 @@ import csv
 import json
 import re
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from bloatlab.cli import replay
-from bloatlab.cli.common import Parser
-from bloatlab.errors import BloatlabError
+from bloatlab.cli.main import main
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -23,16 +20,8 @@ def binary():
 
 
 def run(argv, capsys):
-    """The replay command as cli.main runs it: (exit status, stdout, stderr)."""
-    parser = Parser(prog="bloatlab")
-    commands = parser.add_subparsers(dest="command", required=True)
-    replay.add_parser(commands)
-    try:
-        args = parser.parse_args(argv)
-        status = args.handler(args)
-    except BloatlabError as error:
-        print(f"bloatlab: error: {error}", file=sys.stderr)
-        status = error.exit_status
+    """The replay command as the CLI runs it: (exit status, stdout, stderr)."""
+    status = main(argv)
     out, err = capsys.readouterr()
     return status, out, err
 
@@ -136,11 +125,26 @@ def test_on_off_arrivals_pause(tmp_path, capsys):
 
 
 def test_bench_replay_takes_a_discipline_by_its_alias(capsys):
-    parser = Parser(prog="bloatlab")
-    benchmarks = parser.add_subparsers(dest="command", required=True).add_parser("bench").add_subparsers(
-        dest="bench_command", required=True)
-    replay.add_bench_parser(benchmarks)
-    args = parser.parse_args(["bench", "replay", "--disciplines", "taildrop", "--packets", "0.01", "--repeat", "1"])
-    assert args.handler(args) == 0
-    out = capsys.readouterr().out
+    status, out, _ = run(["bench", "replay", "--disciplines", "taildrop", "--packets", "0.01", "--repeat", "1"], capsys)
+    assert status == 0
     assert re.search(r"^  droptail\s+\d", out, re.M), out
+
+
+def test_replay_json_is_the_summary_alone_on_stdout(tmp_path, capsys):
+    status, out, err = run(["replay", "--queue", "discipline=codel,packets=100", "--rate", "10mbit", "--synthetic",
+                            "poisson", "--load", "1.5", "--packets", "2000", "--out", str(tmp_path / "o"), "--json"],
+                           capsys)
+    doc = json.loads(out)  # the whole of stdout is one document
+    assert status == 0 and doc["summary"]["packets"] == 2000 and doc["summary"]["discipline"] == "codel"
+    assert doc["files"]["fates"] == str(tmp_path / "o" / "fates.csv")
+    assert json.loads((tmp_path / "o" / "summary.json").read_text()) == doc["summary"]
+
+
+def test_bench_replay_json_and_its_verdict(capsys):
+    status, out, err = run(["bench", "replay", "--disciplines", "codel", "--packets", "0.01", "--repeat", "1",
+                            "--json"], capsys)
+    doc = json.loads(out)
+    verdict = doc["target"]["verdict"]
+    assert verdict in ("ok", "MISS") and status == (0 if verdict == "ok" else 1)
+    assert doc["disciplines"]["codel"]["best_pps"] > 0
+    assert "codel" in err  # the table, with --json on stderr

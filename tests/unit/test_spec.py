@@ -176,3 +176,17 @@ def test_cli_errors_are_one_line_with_status_2(argv, needle):
     assert proc.returncode == 2, proc.stderr
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and needle in lines[0] and "Traceback" not in proc.stderr
+
+
+def test_a_workload_takes_its_sending_hosts_congestion_control(tmp_path):
+    spec = tmp_path / "cc.toml"
+    spec.write_text('name = "cc"\nduration = "2s"\n[topology]\ncc = "reno"\n[topology.hosts.h1]\n'
+                    '[topology.hosts.h2]\ncc = "bbr"\n[[topology.links]]\nends = ["h1", "h2"]\n'
+                    '[[workloads]]\nkind = "bulk"\nfrom = "h1"\nto = "h2"\n'
+                    '[[workloads]]\nkind = "bulk"\nfrom = "h2"\nto = "h1"\n'
+                    '[[workloads]]\nkind = "bulk"\nfrom = "h1"\nto = "h2"\ncc = "cubic"\n'
+                    '[[workloads]]\nkind = "web"\nserver = "h2"\nclient = "h1"\n')
+    ccs = [w.cc for w in load_experiment(spec).workloads]
+    assert ccs == ["reno", "bbr", "cubic", "bbr"]  # the host's, unless the workload names its own
+    spec.write_text(spec.read_text().replace('cc = "reno"\n', "").replace('cc = "bbr"\n', ""))
+    assert [w.cc for w in load_experiment(spec).workloads] == ["cubic"] * 4  # no host names one

@@ -267,7 +267,8 @@ def test_parse_topology_accepts_a_dict():
     ("text", "field", "fragments"),
     [
         ("sed = 1\n" + DUMBBELL, "sed", ('"sed"', 'did you mean "seed"', "hosts, switches, links")),
-        ("[hosts.h1]\nip = 1\n", "hosts.h1.ip", ('"ip"', "takes no keys")),
+        ("[hosts.h1]\nip = 1\n", "hosts.h1.ip", ('"ip"', "in a host", "allowed keys: cc")),
+        ("[hosts.h1]\nc = 'reno'\n", "hosts.h1.c", ('did you mean "cc"',)),
         (DUMBBELL + "[switches.s0.x]\n", "switches.s0.x", ("takes no keys",)),
         (DUMBBELL + 'rte = "1mbit"\n', "links[1].rte", ('did you mean "rate"', "ends, rate, trace")),
         (
@@ -598,7 +599,9 @@ def test_to_dict(tmp_path):
     )
     resolved = json.loads(json.dumps(topo.to_dict()))  # JSON-ready
     assert resolved["seed"] == 7
-    assert resolved["hosts"] == [{"name": "h1", "address": "10.0.0.1"}, {"name": "h2", "address": "10.0.0.2"}]
+    assert resolved["cc"] is None
+    assert resolved["hosts"] == [{"name": "h1", "address": "10.0.0.1", "cc": None},
+                                 {"name": "h2", "address": "10.0.0.2", "cc": None}]
     assert resolved["switches"] == [{"name": "s0"}]
     neck = resolved["links"][1]
     assert neck["name"] == "s0-h2" and neck["ends"] == ["s0", "h2"] and neck["backend"] == "auto"
@@ -616,3 +619,21 @@ def test_to_dict(tmp_path):
     assert neck["reverse"]["rate_bps"] == 10_000_000 and neck["reverse"]["trace_path"] is None
     assert neck["reverse"]["queue"] == {"discipline": "droptail", "packets": None, "bytes": 150_000}
     assert neck["reverse"]["seed"] == topo.direction_seed(1, "reverse") != neck["forward"]["seed"]
+
+
+def test_congestion_control_per_host_and_per_network(tmp_path):
+    topo = load(tmp_path, 'cc = "reno"\n' + DUMBBELL.replace("[hosts.h2]\n", '[hosts.h2]\ncc = "bbr"\n'))
+    assert (topo.cc, topo.hosts["h1"].cc, topo.hosts["h2"].cc) == ("reno", None, "bbr")
+    assert (topo.host_cc("h1"), topo.host_cc("h2")) == ("reno", "bbr")  # a host's own wins
+    again = Topology.from_dict(json.loads(json.dumps(topo.to_dict())))
+    assert (again.cc, again.host_cc("h1"), again.host_cc("h2")) == ("reno", "reno", "bbr")
+    assert load(tmp_path, DUMBBELL).host_cc("h1") is None  # the machine's default
+
+
+@pytest.mark.parametrize(("text", "field"), [('cc = "Reno"\n', "cc"), ("cc = 1\n", "cc"),
+                                             ("", "hosts.h2.cc")])
+def test_congestion_control_names_are_checked(tmp_path, text, field):
+    body = text + (DUMBBELL.replace("[hosts.h2]\n", '[hosts.h2]\ncc = "tcp-x"\n') if not text else DUMBBELL)
+    with pytest.raises(SpecError) as caught:
+        load(tmp_path, body)
+    assert caught.value.field == field and "is not a congestion control name" in caught.value.message

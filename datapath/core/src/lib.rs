@@ -16,3 +16,6 @@ pub use pipeline::{DirectionConfig, Event, EventKind, Pipeline};
 pub use qdisc::Packet;
 pub use reason::{DropReason, MarkReason};
 pub use time::{Duration, Instant};
+
+/// bloatlab's version (src/bloatlab/version.py, read by build.rs).
+pub const VERSION: &str = env!("BLOATLAB_VERSION");

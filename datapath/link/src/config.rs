@@ -279,6 +279,7 @@ pub fn describe() -> Value {
         all.map(|(code, name)| (code.to_string(), json!(name))).collect()
     };
     json!({
+        "version": bloatlab_core::VERSION,
         "disciplines": disciplines,
         "drop_reasons": codes(&mut DropReason::ALL.iter().map(|r| (*r as u8, r.name()))),
         "mark_reasons": codes(&mut MarkReason::ALL.iter().map(|r| (*r as u8, r.name()))),

@@ -45,12 +45,16 @@ fn parse_args() -> Usage {
         match a.as_str() {
             "--config" => config = args.next(),
             "--detach" => detach = true,
+            "--version" | "-V" => {
+                println!("bloatlab-link {}", bloatlab_core::VERSION);
+                std::process::exit(0);
+            }
             "--describe" => {
                 println!("{}", serde_json::to_string_pretty(&bloatlab_link::config::describe()).expect("JSON"));
                 std::process::exit(0);
             }
             "-h" | "--help" => {
-                println!("usage: bloatlab-link --config FILE [--detach]\n       bloatlab-link --describe\n\nEmulates the links FILE describes (JSON, see docs/datapath.md).\n--detach: keep running when the parent exits (for `bloatlab up`).\n--describe: print the disciplines the config takes, with their defaults, and the drop and mark reason codes (JSON).");
+                println!("usage: bloatlab-link --config FILE [--detach]\n       bloatlab-link --describe\n       bloatlab-link --version\n\nEmulates the links FILE describes (JSON, see docs/datapath.md).\n--detach: keep running when the parent exits (for `bloatlab up`).\n--describe: print the disciplines the config takes, with their defaults, and the drop and mark reason codes (JSON).");
                 std::process::exit(0);
             }
             other => die(2, format!("unknown argument {other:?}; usage: bloatlab-link --config FILE [--detach]")),

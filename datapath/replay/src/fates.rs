@@ -260,7 +260,7 @@ impl<S: FateSink> FateSink for Tally<S> {
     fn fate(&mut self, f: &Fate) {
         self.packets += 1;
         self.bytes += f.size_bytes as u64;
-        if self.first_arrival_ns.is_none_or(|t| f.t_arrival_ns < t) {
+        if self.first_arrival_ns.map_or(true, |t| f.t_arrival_ns < t) {
             self.first_arrival_ns = Some(f.t_arrival_ns);
         }
         self.last_fate_ns = self.last_fate_ns.max(f.t_ns);

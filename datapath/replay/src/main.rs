@@ -8,12 +8,12 @@ use std::time::Instant as WallClock;
 use bloatlab_link::config::{load_json, DirectionJson};
 use bloatlab_replay::arrivals::{self, ecn_from_code, MAX_SIZE_BYTES, MIN_SIZE_BYTES};
 use bloatlab_replay::fates::WriterThread;
-use bloatlab_replay::{replay, FatesCsv, FlowIds, Process, Synthetic, Tally};
+use bloatlab_replay::{replay, Fate, FateSink, FatesCsv, FlowIds, Process, Synthetic, Tally};
 use serde_json::{json, Value};
 
 const USAGE: &str = "usage: bloatlab-replay --config FILE --out DIR (--arrivals FILE.csv | --synthetic constant|poisson|on-off \
 (--arrival-bps N | --arrival-pps N) --size BYTES (--packets N | --duration-ns N) [--flows N] [--flow-ids round-robin|random] \
-[--ecn 0-3] [--on-ns N --off-ns N])";
+[--ecn 0-3] [--on-ns N --off-ns N]) [--progress]";
 
 fn die(msg: impl std::fmt::Display) -> ! {
     eprintln!("bloatlab-replay: error: {msg}");
@@ -36,12 +36,21 @@ struct Args {
     duration_ns: Option<u64>,
     on_ns: Option<u64>,
     off_ns: Option<u64>,
+    progress: bool,
 }
 
 fn parse_args() -> Args {
     let mut a = Args::default();
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
+        if flag == "-V" || flag == "--version" {
+            println!("bloatlab-replay {}", bloatlab_core::VERSION);
+            std::process::exit(0);
+        }
+        if flag == "--progress" {
+            a.progress = true;
+            continue;
+        }
         if flag == "-h" || flag == "--help" {
             println!("{USAGE}\n\nReplays the link direction FILE describes (the datapath's direction JSON) in virtual time.");
             std::process::exit(0);
@@ -122,6 +131,27 @@ fn synthetic(a: &Args, kind: &str, seed: u64) -> Result<(Synthetic, Value), Stri
     Ok((s, desc))
 }
 
+/// With --progress, tells the caller how far the replay has got: a line `progress FATES
+/// VIRTUAL_NS` on stderr, at most every half second of wall time (the clock is read once in
+/// 65536 fates).
+struct Progress<'a, S> {
+    inner: &'a mut S,
+    fates: u64,
+    last: WallClock,
+    report: bool,
+}
+
+impl<S: FateSink> FateSink for Progress<'_, S> {
+    fn fate(&mut self, f: &Fate) {
+        self.inner.fate(f);
+        self.fates += 1;
+        if self.report && self.fates % 65536 == 0 && self.last.elapsed().as_millis() >= 500 {
+            eprintln!("progress {} {}", self.fates, f.t_ns);
+            self.last = WallClock::now();
+        }
+    }
+}
+
 fn main() {
     let a = parse_args();
     let config_path = a.config.clone().unwrap_or_else(|| die(format!("--config: required; {USAGE}")));
@@ -159,9 +189,18 @@ fn main() {
     let csv = WriterThread::new(FatesCsv::new(file), |csv| csv.finish().map(drop));
     let mut tally = Tally::new(csv);
     let started = WallClock::now();
+    // What the whole replay is, so the caller can say how much is left: packets, or virtual time.
+    match (a.progress, &source, a.packets, a.duration_ns) {
+        (false, ..) => {}
+        (true, Source::Trace(v), _, _) => eprintln!("total packets {}", v.len()),
+        (true, _, Some(n), _) => eprintln!("total packets {n}"),
+        (true, _, None, Some(ns)) => eprintln!("total ns {ns}"),
+        _ => {}
+    }
+    let mut progress = Progress { inner: &mut tally, fates: 0, last: started, report: a.progress };
     let result = match source {
-        Source::Trace(v) => replay(&cfg, v, &mut tally),
-        Source::Synthetic(s) => replay(&cfg, s.iter(), &mut tally),
+        Source::Trace(v) => replay(&cfg, v, &mut progress),
+        Source::Synthetic(s) => replay(&cfg, s.iter(), &mut progress),
     };
     let packets = result.unwrap_or_else(|e| die(e));
     let mut summary = tally.summary();
@@ -175,7 +214,7 @@ fn main() {
     summary.insert("arrivals".into(), arrivals_desc);
     summary.insert("config".into(), config_echo);
     summary.insert("max_frame_bytes".into(), json!(cfg.max_frame_bytes));
-    summary.insert("version".into(), json!(env!("CARGO_PKG_VERSION")));
+    summary.insert("version".into(), json!(bloatlab_core::VERSION));
     write_summary(&out.join("summary.json"), &Value::Object(summary));
 }
 

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import json
 import time
 from pathlib import Path
 
 from bloatlab.cli import replay
-from bloatlab.cli.common import formatter, need_root
+from bloatlab.cli.common import DIRECTORY, add_command, emit, formatter, need_root
 from bloatlab.errors import BloatlabError
 from bloatlab.specs.units import parse_duration_ns, parse_rate
 
@@ -25,30 +24,24 @@ def cmd_bench_link(args: argparse.Namespace) -> int:
     from bloatlab.lab import bench  # builds networks: imported when it runs
 
     out_dir = Path(args.out or f"results/bench-link-{time.strftime('%Y%m%d-%H%M%S')}")
-    doc = bench.run_link(rates, delays, duration_s, args.rounds, out_dir)
+    doc = bench.run_link(rates, delays, duration_s, args.rounds, out_dir, progress=not args.quiet)
     table = doc.pop("table")
-    if args.json:
-        print(json.dumps(doc, indent=2))
-    else:
-        print(table)
-        print()
-        print("\n".join(doc["targets"]))
-        print(f"\nresults: {out_dir}/bench-link.txt and bench-link.json")
-    return 0
+    emit(args, doc, f"{table}\n\n" + "\n".join(doc["targets"]) + f"\n\nresults: {out_dir}/bench-link.txt and "
+         "bench-link.json")
+    return 1 if any(line.startswith("MISS") for line in doc["targets"]) else 0
 
 
 def add_parsers(commands: argparse._SubParsersAction) -> None:
     parser = commands.add_parser("bench", help="benchmarks of bloatlab itself", formatter_class=formatter,
-                                 description="Benchmarks of bloatlab itself.")
+                                 description="Benchmarks of bloatlab itself. Each exits with status 1 when a "
+                                             "figure misses its target.")
     benchmarks = parser.add_subparsers(dest="bench_command", metavar="BENCHMARK", required=True)
-    link = benchmarks.add_parser(
-        "link", help="how faithfully each link backend emulates rate and delay",
-        formatter_class=formatter,
-        description="Measures each backend at each rate and delay: achieved rate, RTT, queueing delay.",
-        epilog="examples:\n  sudo bloatlab bench link\n"
-               "  sudo bloatlab bench link --rates 10mbit,100mbit --delay 5ms --duration 3s --out results/bench")
-    link.set_defaults(handler=cmd_bench_link)
-    link.add_argument("--json", action="store_true", help="print the results as JSON")
+    link = add_command(
+        benchmarks, "link", cmd_bench_link, "how faithfully each link backend emulates rate and delay",
+        "Measures each backend at each rate and delay: achieved rate, RTT, queueing delay, and checks\n"
+        "them against their targets (exit status 1 if one misses). Needs root.",
+        ["sudo bloatlab bench link",
+         "sudo bloatlab bench link --rates 10mbit,100mbit --delay 5ms --duration 3s --out results/bench"])
     link.add_argument("--rates", default="1.5mbit,10mbit,100mbit,1gbit,unlimited",
                       help="comma-separated link rates (default: %(default)s)")
     link.add_argument("--delay", default="0ms,10ms",
@@ -57,5 +50,5 @@ def add_parsers(commands: argparse._SubParsersAction) -> None:
     link.add_argument("--rounds", type=int, default=3, metavar="N",
                       help="alternating runs of the unlimited pair without delay, whose throughput is CPU-bound "
                            "and varies most; its target is judged on the median ratio (default: %(default)s)")
-    link.add_argument("--out", metavar="DIR", type=Path, help="write raw results under DIR")
+    link.add_argument("--out", metavar="DIR", type=Path, help="write raw results under DIR").complete = DIRECTORY
     replay.add_bench_parser(benchmarks)

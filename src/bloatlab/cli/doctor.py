@@ -3,21 +3,19 @@
 from __future__ import annotations
 
 import argparse
-import json
 
-from bloatlab.cli.common import add_command
+from bloatlab.cli.common import add_command, emit
 from bloatlab.lab import doctor
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:
     report = doctor.collect()
-    print(json.dumps(report, indent=2) if args.json else doctor.render(report))
+    emit(args, report, doctor.render(report))
     return 0
 
 
 def add_parsers(commands: argparse._SubParsersAction) -> None:
-    doc = add_command(commands, "doctor", cmd_doctor, "check what this machine can do",
-                      "Probes for real: root, namespaces, veth, kernel qdiscs, tools, the datapath binary, "
-                      "and\nwhich link features each backend can serve here; says how to get what is missing.",
-                      ["sudo bloatlab doctor", "sudo bloatlab doctor --json > doctor.json"])
-    doc.add_argument("--json", action="store_true", help="print the report as JSON")
+    add_command(commands, "doctor", cmd_doctor, "check what this machine can do",
+                "Probes for real: root, namespaces, veth, kernel qdiscs, tools, the datapath binary, "
+                "and\nwhich link features each backend can serve here; says how to get what is missing.",
+                ["sudo bloatlab doctor", "sudo bloatlab doctor --json > doctor.json"])

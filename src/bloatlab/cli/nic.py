@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 from bloatlab import proc
+from bloatlab.cli.common import FILE, add_command, emit, formatter, note
 from bloatlab.errors import BloatlabError, MachineError, SpecError
 from bloatlab.interrupts import Interrupts
 from bloatlab.nic import journal as journals
@@ -55,8 +56,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         print(f"journal: {journals.journal_path(plan.iface)} (bloatlab nic restore puts {plan.iface} back "
               "after a crash)", file=sys.stderr)
         if not plan.knobs:
-            print("note: no knob to sweep (--txqueuelen, --bql-limit-max, --offloads, --qdisc ...): measuring "
-                  "the interface as it is", file=sys.stderr)
+            note(args, "note: no knob to sweep (--txqueuelen, --bql-limit-max, --offloads, --qdisc ...): measuring "
+                       "the interface as it is")
 
     # Every way of being told to stop must reach the restore (SIGINT too: a shell starts
     # background jobs with it ignored).
@@ -65,7 +66,9 @@ def cmd_sweep(args: argparse.Namespace) -> int:
                                 finish=functools.partial(finish_sweep, svg=args.svg), on_started=started)
     outcome.interrupted = outcome.interrupted or stop.received is not None
     print("\n" + runner.table(out))
-    return outcome.tell("each run as docs/nic.md tells")
+    status = outcome.tell("each run as docs/nic.md tells")  # with --json, on stderr
+    emit(args, {**outcome.to_dict(), "iface": str(plan.iface)})
+    return status
 
 
 def cmd_restore(args: argparse.Namespace) -> int:
@@ -78,7 +81,7 @@ def cmd_restore(args: argparse.Namespace) -> int:
             if elsewhere:  # the same name journaled in a namespace: most likely a forgotten --netns
                 raise SpecError(f"no journal names {iface}, but one names {elsewhere[0]}; add --netns "
                                 f"{elsewhere[0].netns}", field="--netns")
-            print(f"no journal names {iface}: nothing to restore")
+            emit(args, {"restored": [], "gone": [], "failed": []}, f"no journal names {iface}: nothing to restore")
             return 0
         found = [journals.load(path)]
     else:
@@ -88,9 +91,11 @@ def cmd_restore(args: argparse.Namespace) -> int:
         damaged: list[str] = []
         found = journals.list_journals(damaged)
         if not found and not damaged:
-            print("no journal: nothing to restore")
+            emit(args, {"restored": [], "gone": [], "failed": []}, "no journal: nothing to restore")
             return 0
     failed = list(damaged) if args.iface is None else []
+    restored: list[dict[str, object]] = []
+    gone: list[str] = []  # interfaces (or their namespaces) that no longer exist: their journals go
     for journal in found:
         iface = journal.iface
         if journal.owner_alive():
@@ -100,12 +105,14 @@ def cmd_restore(args: argparse.Namespace) -> int:
         if iface.netns is not None and not netns.exists(iface.netns):
             print(f"{iface}: the namespace is gone, and the settings with it; journal removed")
             journals.remove(journal)
+            gone.append(str(iface))
             continue
         try:
             knobs.check_iface(iface)
         except BloatlabError:
             print(f"{iface}: the interface is gone, and its settings with it; journal removed")
             journals.remove(journal)
+            gone.append(str(iface))
             continue
         try:
             changed = knobs.restore(iface, journal.original)
@@ -113,7 +120,9 @@ def cmd_restore(args: argparse.Namespace) -> int:
             failed.append(str(e))
             continue
         journals.remove(journal)
+        restored.append({"iface": str(iface), "changed": changed})
         print(f"restored {iface}: " + ("; ".join(changed) if changed else "every setting was as it had been"))
+    emit(args, {"restored": restored, "gone": gone, "failed": failed})
     if failed:
         raise MachineError("; ".join(failed))
     return 0
@@ -133,27 +142,31 @@ def cmd_serve(args: argparse.Namespace) -> int:
     if args.once:
         argv.append("-1")
     where = f" in namespace {args.netns}" if args.netns else ""
-    print(f"iperf3 server on port {port}{where}; measure against it with bloatlab nic sweep --server ADDRESS"
-          f"{' --port ' + str(port) if port != DEFAULT_PORT else ''}. Ctrl-C stops it.", file=sys.stderr, flush=True)
-    server = proc.spawn(argv, ns=args.netns, stdout=None if args.verbose else subprocess.DEVNULL)
+    note(args, f"iperf3 server on port {port}{where}; measure against it with bloatlab nic sweep --server ADDRESS"
+               f"{' --port ' + str(port) if port != DEFAULT_PORT else ''}. Ctrl-C stops it.")
+    # -v shows iperf3's own output (on stderr with --json, where stdout is the document's).
+    server = proc.spawn(argv, ns=args.netns, stdout=(sys.stderr if args.json else None) if args.verbose
+                        else subprocess.DEVNULL)
+    ended = "once" if args.once else "interrupted"
     with Interrupts((signal.SIGTERM, signal.SIGHUP)):
         try:
             status = server.wait()
         except KeyboardInterrupt:
             proc.stop(server)
-            return 0
+            status = 0
     if status != 0:
         raise MachineError(f"iperf3 -s ended with status {status} (is port {port} taken?)", field="--port")
+    emit(args, {"port": port, "netns": args.netns, "bind": args.bind, "ended": ended})
     return 0
 
 
 # The parser -----------------------------------------------------------------------------------
 
-def add_parser(commands: argparse._SubParsersAction, formatter_class) -> argparse.ArgumentParser:
+def add_parsers(commands: argparse._SubParsersAction) -> None:
     """Registers `bloatlab nic` and its subcommands among the CLI's commands."""
     nic = commands.add_parser(
         "nic", help="sweep a real interface's txqueuelen, BQL, offloads and qdisc, measured with iperf3 and ping",
-        formatter_class=formatter_class,
+        formatter_class=formatter,
         description="Real interfaces: change a knob, measure TCP, UDP and delay against an iperf3 server, "
                     "put the\ninterface back. docs/nic.md tells the result files.",
         epilog="examples:\n"
@@ -162,10 +175,9 @@ def add_parser(commands: argparse._SubParsersAction, formatter_class) -> argpars
                "  bloatlab nic serve")
     sub = nic.add_subparsers(dest="nic_command", metavar="COMMAND", required=True)
 
-    sweep = sub.add_parser(
-        "sweep", help="run iperf3 and ping at each setting of an interface's knobs",
-        formatter_class=formatter_class,
-        description="For each combination of the given knob values (the cross product, each --repeat times): set\n"
+    sweep = add_command(
+        sub, "sweep", cmd_sweep, "run iperf3 and ping at each setting of an interface's knobs",
+        "For each combination of the given knob values (the cross product, each --repeat times): set\n"
                     "the knobs, run iperf3 TCP for --duration, then iperf3 UDP at --udp-rate for --duration, "
                     "with\nping through both, against the iperf3 server. Before the first change the "
                     "interface's settings\ngo to a journal (/run/bloatlab/nic/); they are put back after the "
@@ -173,14 +185,13 @@ def add_parser(commands: argparse._SubParsersAction, formatter_class) -> argpars
                     "A knob that has no effect\n(txqueuelen under a noqueue root, BQL on a driver without it, an "
                     "offload the driver fixes) is\nnoted in the output and in each run.json. Writes the sweep "
                     "directory of docs/sweeps.md, each run\nas docs/nic.md tells. Needs root.",
-        epilog="examples:\n"
-               "  sudo bloatlab nic sweep --iface eth0 --server 192.0.2.7 --txqueuelen 1,10,100,1000,10000\n"
-               "  sudo bloatlab nic sweep --iface eth0 --server 192.0.2.7 --qdisc pfifo --txqueuelen 10,1000 \\\n"
-               "      --offloads on,off --repeat 5 --duration 50s --udp-rate 10gbit --out results/eth0\n"
-               "  sudo bloatlab nic sweep --iface enp0s5 --server 192.0.2.7 --bql-limit-max 0,1000,10000 --tests udp\n"
-               "  sudo bloatlab nic sweep my-nic-sweep.toml       # the same fields in a file (docs/nic.md)")
-    sweep.set_defaults(handler=cmd_sweep)
-    sweep.add_argument("spec", metavar="SPEC.toml", nargs="?", type=Path, help="the sweep as a file, instead of flags")
+        ["sudo bloatlab nic sweep --iface eth0 --server 192.0.2.7 --txqueuelen 1,10,100,1000,10000",
+         "sudo bloatlab nic sweep --iface eth0 --server 192.0.2.7 --qdisc pfifo --txqueuelen 10,1000 \\\n"
+         "      --offloads on,off --repeat 5 --duration 50s --udp-rate 10gbit --out results/eth0",
+         "sudo bloatlab nic sweep --iface enp0s5 --server 192.0.2.7 --bql-limit-max 0,1000,10000 --tests udp",
+         "sudo bloatlab nic sweep my-nic-sweep.toml       # the same fields in a file (docs/nic.md)"])
+    sweep.add_argument("spec", metavar="SPEC.toml", nargs="?", type=Path,
+                       help="the sweep as a file, instead of flags").complete = FILE
     where = sweep.add_argument_group("where")
     where.add_argument("--iface", metavar="IF", help="the interface to change (required: bloatlab never picks one)")
     where.add_argument("--server", metavar="HOST", help="the iperf3 server (iperf3 -s, or bloatlab nic serve) and "
@@ -210,30 +221,23 @@ def add_parser(commands: argparse._SubParsersAction, formatter_class) -> argpars
     sweep.add_argument("--out", metavar="DIR", type=Path, help="the sweep directory (default: results/nic-IF-TIME)")
     sweep.add_argument("--resume", action="store_true", help="run only what an earlier run of this sweep left")
     sweep.add_argument("--svg", action="store_true", help="also write the plots as SVG")
-    sweep.add_argument("--quiet", action="store_true", help="no progress bar")
 
-    restore = sub.add_parser(
-        "restore", help="put back what a crashed or killed sweep left changed",
-        formatter_class=formatter_class,
-        description="Restores the settings a journal in /run/bloatlab/nic/ holds, checks every field, and "
-                    "removes the\njournal. Without --iface, every journaled interface. Needs root.",
-        epilog="examples:\n  sudo bloatlab nic restore\n  sudo bloatlab nic restore --iface eth0\n"
-               "  sudo bloatlab nic restore --iface h1-eth0 --netns lab")
-    restore.set_defaults(handler=cmd_restore)
+    restore = add_command(
+        sub, "restore", cmd_restore, "put back what a crashed or killed sweep left changed",
+        "Restores the settings a journal in /run/bloatlab/nic/ holds, checks every field, and removes the\n"
+        "journal. Without --iface, every journaled interface. Needs root.",
+        ["sudo bloatlab nic restore", "sudo bloatlab nic restore --iface eth0",
+         "sudo bloatlab nic restore --iface h1-eth0 --netns lab"])
     restore.add_argument("--iface", metavar="IF", help="only this interface")
     restore.add_argument("--netns", metavar="NS", help="the namespace of --iface")
 
-    serve = sub.add_parser(
-        "serve", help="run an iperf3 server for nic sweeps (until Ctrl-C)",
-        formatter_class=formatter_class,
-        description="Runs `iperf3 -s` with 100 ms reports (the sweep fetches them: the receiver's throughput "
-                    "over time).\nA plain `iperf3 -s` on the far host serves as well.",
-        epilog="examples:\n  bloatlab nic serve\n  bloatlab nic serve --port 5202 --bind 192.0.2.7\n"
-               "  sudo bloatlab nic serve --netns lab")
-    serve.set_defaults(handler=cmd_serve)
+    serve = add_command(
+        sub, "serve", cmd_serve, "run an iperf3 server for nic sweeps (until Ctrl-C)",
+        "Runs `iperf3 -s` with 100 ms reports (the sweep fetches them: the receiver's throughput over\n"
+        "time); -v shows iperf3's output. A plain `iperf3 -s` on the far host serves as well.",
+        ["bloatlab nic serve", "bloatlab nic serve --port 5202 --bind 192.0.2.7",
+         "sudo bloatlab nic serve --netns lab"])
     serve.add_argument("--port", type=int, default=DEFAULT_PORT, help="the port (default: %(default)s)")
     serve.add_argument("--bind", metavar="ADDR", help="listen on this address only")
     serve.add_argument("--netns", metavar="NS", help="run it in this namespace")
     serve.add_argument("--once", action="store_true", help="serve one test, then end")
-    serve.add_argument("--verbose", action="store_true", help="show iperf3's output")
-    return nic

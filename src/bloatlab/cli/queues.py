@@ -10,7 +10,7 @@ import re
 import sys
 from pathlib import Path
 
-from bloatlab.cli.common import add_command
+from bloatlab.cli.common import add_command, emit
 from bloatlab.errors import SpecError
 from bloatlab.specs.disciplines import ALIASES, CATALOGUE, LIMIT_KEYS, MIB, Discipline, Param
 from bloatlab.specs.units import format_duration_ns
@@ -98,10 +98,21 @@ def render(name: str | None) -> str:
     return "\n".join(lines)
 
 
+def as_data(d: Discipline) -> dict:
+    """A discipline for --json: its parameters in their config units (target_ns, ...)."""
+    return {"name": d.name, "aliases": list(d.aliases), "summary": d.summary,
+            "packets": {"default": d.packets, "source": d.packets_source},
+            "params": [{"key": p.key, "config": p.config, "kind": p.kind, "default": p.default,
+                        "derived": p.derived or None, "low": p.low, "high": p.high, "help": p.help,
+                        "source": p.source} for p in d.settable]}
+
+
 def cmd_queues(args: argparse.Namespace) -> int:
     if args.name is not None and args.name not in CATALOGUE and args.name not in ALIASES:
         raise SpecError(f"no discipline {args.name!r}; choose one of: {', '.join(CATALOGUE)}", field="NAME")
-    print(render(args.name))
+    doc = ({"disciplines": [as_data(d) for d in CATALOGUE.values()]} if args.name is None
+           else as_data(CATALOGUE[ALIASES.get(args.name, args.name)]))
+    emit(args, doc, render(args.name))
     return 0
 
 

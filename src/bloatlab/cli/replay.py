@@ -5,15 +5,14 @@ and an arrival process, and prints."""
 from __future__ import annotations
 
 import argparse
-import json
 import re
 from pathlib import Path
 from typing import Any
 
-from bloatlab.cli.common import formatter
+from bloatlab.cli.common import FILE, add_command, emit
 from bloatlab.errors import SpecError
 from bloatlab.lab.replay import (BENCH_DISCIPLINES, BENCH_TARGET_PPS, ECN_CODES, MAX_SIZE_BYTES, MIN_SIZE_BYTES,
-                                 PROCESSES, bench, render_summary, run_binary, trace_mean_bps, write_config)
+                                 PROCESSES, bench, binary, render_summary, run_binary, trace_mean_bps, write_config)
 from bloatlab.specs.disciplines import DISCIPLINES
 from bloatlab.specs.model import DirectionSpec, QueueSpec
 from bloatlab.specs.queues import parse_queue
@@ -148,13 +147,16 @@ def cmd_replay(args: argparse.Namespace) -> int:
         arrival_flags = ["--arrivals", str(path.resolve())]
     else:
         arrival_flags = synthetic_flags(args, direction)
+    binary()  # a missing or mismatched binary is said before anything is written
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     config = out / "replay.json"
     write_config(config, direction, seed)
-    summary = run_binary(config, out, arrival_flags)
-    print(render_summary(summary, direction))
-    print(f"\nfiles: {out / 'fates.csv'} (one line per packet), {out / 'summary.json'}, {config}")
+    summary = run_binary(config, out, arrival_flags, progress=not args.quiet)
+    files = {"fates": str(out / "fates.csv"), "summary": str(out / "summary.json"), "config": str(config)}
+    emit(args, {"summary": summary, "files": files},
+         render_summary(summary, direction) + f"\n\nfiles: {files['fates']} (one line per packet), "
+         f"{files['summary']}, {files['config']}")
     return 0
 
 
@@ -165,14 +167,14 @@ def _add_arguments(sub: argparse.ArgumentParser) -> None:
                            "(packets or bytes) and the discipline's parameters as in a topology (bloatlab queues "
                            "lists them), e.g. discipline=codel,target=5ms,packets=1000")
     link.add_argument("--rate", metavar="RATE", help='the link rate, e.g. 10mbit, or "unlimited"')
-    link.add_argument("--trace", metavar="FILE", help="a Mahimahi delivery trace instead of --rate")
+    link.add_argument("--trace", metavar="FILE", help="a Mahimahi delivery trace instead of --rate").complete = FILE
     link.add_argument("--delay", default="0ms", metavar="TIME", help="propagation delay (default: %(default)s)")
     link.add_argument("--loss", metavar="PCT", help='random loss before the queue, e.g. "1%%" (default: none)')
     link.add_argument("--seed", default="1", metavar="N",
                       help="seeds the loss, the discipline and the synthetic arrivals (default: %(default)s)")
     arrivals = sub.add_argument_group("the arrivals: a trace, or a synthetic process")
     arrivals.add_argument("--arrivals", metavar="FILE.csv",
-                          help="CSV with the header t_ns,size_bytes,flow,ecn, times never decreasing")
+                          help="CSV with the header t_ns,size_bytes,flow,ecn, times never decreasing").complete = FILE
     arrivals.add_argument("--synthetic", choices=PROCESSES, help="an arrival process")
     arrivals.add_argument("--load", metavar="X", help="arrival rate as a multiple of the link's rate (a trace's mean)")
     arrivals.add_argument("--arrival-rate", metavar="RATE", help="arrival rate in bits, e.g. 12mbit")
@@ -191,22 +193,17 @@ def _add_arguments(sub: argparse.ArgumentParser) -> None:
     sub.add_argument("--out", required=True, metavar="DIR", help="where fates.csv and summary.json go")
 
 
-def add_parser(commands: argparse._SubParsersAction, formatter_class=formatter) -> argparse.ArgumentParser:
+def add_parsers(commands: argparse._SubParsersAction) -> None:
     """Registers `bloatlab replay` among the CLI's commands."""
-    summary = "run a queue discipline in virtual time over an arrival trace or process"
-    sub = commands.add_parser(
-        "replay", help=summary, formatter_class=formatter_class,
-        description=f"{summary}\n\nThe datapath core (the code bloatlab-link runs) serves the arrivals at the "
-                    "link's rate in virtual\ntime and writes every packet's fate (DIR/fates.csv) and a summary "
-                    "(DIR/summary.json). No root,\nno namespaces (docs/replay.md).",
-        epilog="examples:\n"
-               "  bloatlab replay --queue discipline=codel,target=5ms,packets=1000 --rate 10mbit \\\n"
-               "      --synthetic poisson --load 1.2 --size 1500 --flows 4 --packets 1000000 --out results/replay\n"
-               "  bloatlab replay --queue discipline=droptail,packets=100 --rate 12mbit --arrivals trace.csv "
-               "--out results/r1")
-    sub.set_defaults(handler=cmd_replay)
+    sub = add_command(
+        commands, "replay", cmd_replay, "run a queue discipline in virtual time over an arrival trace or process",
+        "The datapath core (the code bloatlab-link runs) serves the arrivals at the link's rate in virtual\n"
+        "time and writes every packet's fate (DIR/fates.csv) and a summary (DIR/summary.json). No root,\n"
+        "no namespaces (docs/replay.md).",
+        ["bloatlab replay --queue discipline=codel,target=5ms,packets=1000 --rate 10mbit \\\n"
+         "      --synthetic poisson --load 1.2 --size 1500 --flows 4 --packets 1000000 --out results/replay",
+         "bloatlab replay --queue discipline=droptail,packets=100 --rate 12mbit --arrivals trace.csv --out results/r1"])
     _add_arguments(sub)
-    return sub
 
 
 # The benchmark ------------------------------------------------------------------------------
@@ -223,31 +220,29 @@ def cmd_bench(args: argparse.Namespace) -> int:
     # By their names here: an alias (taildrop) is its discipline's.
     disciplines = [parse_queue_option(f"discipline={d.strip()}", "--disciplines").discipline
                    for d in args.disciplines.split(",") if d.strip()]
-    results = bench(disciplines, round(millions * 1e6), repeats, say=lambda line: print(line, flush=True))
-    status = 0
+    results = bench(disciplines, round(millions * 1e6), repeats, say=lambda line: print(line, flush=True),
+                    progress=not args.quiet)
+    verdict = None
     if "codel" in results:
         best = results["codel"]["best_pps"]
         verdict = "ok" if best >= BENCH_TARGET_PPS else "MISS"
         print(f"\n{verdict}: codel {best / 1e6:.2f} Mpps (best of {repeats}) against {BENCH_TARGET_PPS / 1e6:g} Mpps")
-        status = 0 if verdict == "ok" else 1
-    if args.json:
-        print(json.dumps(results, indent=2))
-    return status
+    emit(args, {"packets": round(millions * 1e6), "repeat": repeats, "disciplines": results,
+                "target": {"discipline": "codel", "pps": BENCH_TARGET_PPS, "verdict": verdict}})
+    return 1 if verdict == "MISS" else 0
 
 
-def add_bench_parser(bench_commands: argparse._SubParsersAction, formatter_class=formatter) -> argparse.ArgumentParser:
+def add_bench_parser(bench_commands: argparse._SubParsersAction) -> None:
     """Registers `bloatlab bench replay` among the bench subcommands."""
-    sub = bench_commands.add_parser(
-        "replay", help="how many packets per second bloatlab replay runs through each discipline",
-        formatter_class=formatter_class,
-        description="Replays synthetic packets (poisson, 1.2x the link rate) through each discipline in virtual "
-                    "time,\nwriting every fate, and prints packets per second; the verdict is CoDel's against "
-                    f"{BENCH_TARGET_PPS / 1e6:g} Mpps.",
-        epilog="examples:\n  bloatlab bench replay\n  bloatlab bench replay --packets 10 --repeat 5 --disciplines codel")
-    sub.set_defaults(handler=cmd_bench)
+    summary = "how many packets per second bloatlab replay runs through each discipline"
+    sub = add_command(
+        bench_commands, "replay", cmd_bench, summary,
+        "Replays synthetic packets (poisson, 1.2x the link rate) through each discipline in virtual time,\n"
+        "writing every fate, and prints packets per second; the verdict is CoDel's against "
+        f"{BENCH_TARGET_PPS / 1e6:g} Mpps\n(exit status 1 if it misses).",
+        ["bloatlab bench replay", "bloatlab bench replay --packets 10 --repeat 5 --disciplines codel"])
     sub.add_argument("--packets", default="5", metavar="MILLIONS", help="packets per run, in millions (default: %(default)s)")
     sub.add_argument("--repeat", default="3", metavar="N", help="runs per discipline (default: %(default)s)")
     sub.add_argument("--disciplines", default=",".join(BENCH_DISCIPLINES), metavar="LIST",
                      help="comma-separated (default: %(default)s)")
-    sub.add_argument("--json", action="store_true", help="also print the figures as JSON")
-    return sub
+

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from typing import TYPE_CHECKING
 
-from bloatlab.cli.common import UsageError, add_command, need_root
+from bloatlab.cli.common import DIRECTORY, FILE, UsageError, add_command, emit, need_root
 from bloatlab.errors import BloatlabError
 from bloatlab.lab.executors import EXECUTORS
 from bloatlab.specs.experiment import MAX_REPEAT, Source, list_presets, plan_sweep, preset_info, sweep_axes
@@ -40,14 +40,16 @@ def cmd_run(args: argparse.Namespace) -> int:
     need_root("run")
     outcome = run_experiment(experiment, args.out or default_out(experiment), progress=not args.quiet, svg=args.svg)
     label = " ".join(f"{k}={v}" for k, v in experiment.params.items()) or experiment.name
-    print(summary_table([(label, outcome.summary)]))
     for warning in outcome.warnings:
         print(f"warning: {warning}", file=sys.stderr)
-    print(f"\nresults: {outcome.run_dir}/ (summary.json, series/, raw/)")
+    lines = [summary_table([(label, outcome.summary)]), "",
+             f"results: {outcome.run_dir}/ (summary.json, series/, raw/)"]
     if outcome.plots:
-        print(f"plots:   {outcome.run_dir / 'plots'}/ ({', '.join(p.name for p in outcome.plots if p.suffix == '.png')})")
+        lines.append(f"plots:   {outcome.run_dir / 'plots'}/ "
+                     f"({', '.join(p.name for p in outcome.plots if p.suffix == '.png')})")
     if outcome.report:
-        print(f"report:  {outcome.report}")
+        lines.append(f"report:  {outcome.report}")
+    emit(args, outcome.to_dict(), "\n".join(lines))
     return _exit_status(outcome)
 
 
@@ -75,25 +77,32 @@ def _sweep(args: argparse.Namespace, source: Source, sets: list[str], axes: list
           f"of {first.duration_s:g} s into {out}/", flush=True)
     outcome = sweep_experiment(plan, out, repeat=repeat, resume=args.resume, progress=not args.quiet, svg=args.svg,
                                command=["bloatlab", *sys.argv[1:]], executor=executor(args.executor))
-    return outcome.tell()
+    status = outcome.tell()  # with --json, on stderr
+    emit(args, outcome.to_dict())
+    return status
 
 
 def cmd_presets(args: argparse.Namespace) -> int:
     if args.name:
         description, params = preset_info(args.name)
-        print(description)
-        print("\nparameters (--set NAME=VALUE):")
+        lines = [description, "", "parameters (--set NAME=VALUE):"]
         width = max((len(p.name) for p in params), default=0)
         for p in params:
             swept = f"; without --set runs each of: {', '.join(map(str, p.sweep))}" if p.sweep else ""
-            print(f"  {p.name:<{width}}  {p.help} (default {p.default}, {p.type}{swept})")
-        print(f"\nrun it:  sudo bloatlab run --preset {args.name}")
+            lines.append(f"  {p.name:<{width}}  {p.help} (default {p.default}, {p.type}{swept})")
+        lines += ["", f"run it:  sudo bloatlab run --preset {args.name}"]
+        doc = {"name": args.name, "description": description,
+               "params": [{"name": p.name, "type": p.type, "default": p.default, "help": p.help,
+                           "choices": list(p.choices) if p.choices else None,
+                           "sweep": list(p.sweep) if p.sweep else None} for p in params]}
+        emit(args, doc, "\n".join(lines))
         return 0
     presets = list_presets()
     width = max(len(name) for name, _ in presets)
-    for name, line in presets:
-        print(f"{name:<{width}}  {line}")
-    print("\nits parameters:  bloatlab presets NAME\nrun one:         sudo bloatlab run --preset NAME [--set PARAM=VALUE ...]")
+    lines = [f"{name:<{width}}  {line}" for name, line in presets]
+    lines += ["", "its parameters:  bloatlab presets NAME",
+              "run one:         sudo bloatlab run --preset NAME [--set PARAM=VALUE ...]"]
+    emit(args, {"presets": [{"name": name, "summary": line} for name, line in presets]}, "\n".join(lines))
     return 0
 
 
@@ -103,8 +112,8 @@ def cmd_plot(args: argparse.Namespace) -> int:
     result = plot_run(args.dir, svg=args.svg)
     for warning in result.warnings:
         print(f"warning: {warning}", file=sys.stderr)
-    for path in result.files:
-        print(path)
+    emit(args, {"files": [str(p) for p in result.files], "warnings": result.warnings},
+         "\n".join(str(p) for p in result.files))
     return 0
 
 
@@ -121,16 +130,19 @@ def cmd_compare(args: argparse.Namespace) -> int:
     differ = [k for k in runs[0].params if len({json.dumps(run.params.get(k)) for run in runs}) > 1]
     columns = [(" ".join(f"{k}={run.params.get(k)}" for k in differ) or run.path.name, run.summary) for run in runs]
     same = {k: v for k, v in runs[0].params.items() if k not in differ}
+    text = summary_table(columns)
     if same and len(runs) > 1:
-        print("common: " + " ".join(f"{k}={v}" for k, v in same.items()) + "\n")
-    print(summary_table(columns))
+        text = "common: " + " ".join(f"{k}={v}" for k, v in same.items()) + "\n\n" + text
+    emit(args, {"runs": [{"dir": str(run.path), "label": label, "params": run.params, "summary": summary}
+                         for run, (label, summary) in zip(runs, columns)]}, text)
     return 0
 
 
 def cmd_report(args: argparse.Namespace) -> int:
     from bloatlab.analysis.report import write_report
 
-    print(write_report(args.dir))
+    report = write_report(args.dir)
+    emit(args, {"report": str(report)}, str(report))
     return 0
 
 
@@ -152,7 +164,7 @@ def add_parsers(commands: argparse._SubParsersAction) -> None:
                        "sudo bloatlab run --preset aqm --set duration=20s   # taildrop, red, codel, pie, fq_codel",
                        "sudo bloatlab run --preset cs244 --set maxq=20 --set duration=30s --out results/q20",
                        "sudo bloatlab run my-experiment.toml --set bw_net=1.5mbit"])
-    run.add_argument("spec", metavar="SPEC.toml", nargs="?", type=Path, help="the experiment spec file")
+    run.add_argument("spec", metavar="SPEC.toml", nargs="?", type=Path, help="the experiment spec file").complete = FILE
     run.add_argument("--preset", metavar="NAME", help="a bundled experiment instead (bloatlab presets)")
     run.add_argument("--set", metavar="NAME=VALUE", action="append",
                      help="set a parameter of the experiment (repeatable)")
@@ -169,7 +181,6 @@ def add_parsers(commands: argparse._SubParsersAction) -> None:
     run.add_argument("--svg", action="store_true", help="also write the plots as SVG")
     run.add_argument("--executor", default="local", choices=sorted(EXECUTORS),
                      help="where a sweep's runs run (default: %(default)s: one after another on this machine)")
-    run.add_argument("--quiet", action="store_true", help="no progress bar")
 
     presets = add_command(commands, "presets", cmd_presets, "list the bundled experiments, or show one's parameters",
                           "Without NAME: one line per preset. With NAME: its description and the parameters "
@@ -179,13 +190,14 @@ def add_parsers(commands: argparse._SubParsersAction) -> None:
     plot = add_command(commands, "plot", cmd_plot, "redraw the plots of a run from its files",
                        "Reads RUN/run.json, summary.json and series/*.csv (nothing else) and writes RUN/plots/.",
                        ["bloatlab plot results/cs244-maxq100-20261121-101500"])
-    plot.add_argument("dir", metavar="DIR", type=Path, help="a run's results directory")
+    plot.add_argument("dir", metavar="DIR", type=Path, help="a run's results directory").complete = DIRECTORY
     plot.add_argument("--svg", action="store_true", help="also write SVG")
 
     compare = add_command(commands, "compare", cmd_compare, "print the summaries of runs side by side",
                           "One column per run, labelled with its parameters.",
                           ["bloatlab compare results/q20 results/q100"])
-    compare.add_argument("dirs", metavar="DIR", type=Path, nargs="+", help="results directories of runs")
+    compare.add_argument("dirs", metavar="DIR", type=Path, nargs="+",
+                         help="results directories of runs").complete = DIRECTORY
 
     summary = "write the self-contained HTML report of a run or a sweep"
     report = add_command(commands, "report", cmd_report, summary,
@@ -194,4 +206,5 @@ def add_parsers(commands: argparse._SubParsersAction) -> None:
                              "per\nconfiguration and the figures, embedded. It opens in any browser, with no server "
                              "(docs/sweeps.md).",
                              ["bloatlab report results/q", "bloatlab report results/cs244-maxq100-20261121-101500"])
-    report.add_argument("dir", metavar="DIR", type=Path, help="a run's or a sweep's results directory")
+    report.add_argument("dir", metavar="DIR", type=Path,
+                        help="a run's or a sweep's results directory").complete = DIRECTORY

@@ -62,6 +62,7 @@ class RunRecord:
     warnings: list[str] = field(default_factory=list)
     network: str | None = None
     backends: list[str] = field(default_factory=list)  # per link, as built
+    host_cc: dict[str, str] = field(default_factory=dict)  # each host's default congestion control, as built
     ports: dict[str, int] = field(default_factory=dict)  # per workload: its server's port
     collected: Collected = field(default_factory=Collected)
     cwnd: list[tuple] = field(default_factory=list)  # t_s, flow, cwnd_pkts, ssthresh_pkts, srtt_ms

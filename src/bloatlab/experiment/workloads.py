@@ -31,6 +31,7 @@ from bloatlab.experiment.hosts import Hosts
 from bloatlab.experiment.parsers import IperfResult, parse_iperf3, parse_iperf3_intervals, parse_ping_replies, parse_ping_summary
 from bloatlab.experiment.record import Collected
 from bloatlab.specs.model import Bulk, Ping, Udp, Web, Workload
+from bloatlab.testbed import capabilities
 
 LISTEN_TIMEOUT_S = 5.0
 IPERF_INTERVAL_S = 0.1
@@ -317,15 +318,6 @@ def running(workload: Workload, net: Hosts, raw_dir: Path, clock: Clock, port: i
 
 def check_congestion_controls(workloads: list[Workload]) -> None:
     """Every TCP workload's congestion control must be one this kernel has."""
-    wanted = {w.cc for w in workloads if isinstance(w, (Bulk, Web))}
-    if not wanted:
-        return
-    try:
-        have = set(Path("/proc/sys/net/ipv4/tcp_available_congestion_control").read_text().split())
-    except OSError:
-        return  # cannot tell; iperf3 will say
     for index, w in enumerate(workloads):
-        if isinstance(w, (Bulk, Web)) and w.cc not in have:
-            raise MachineError(f"congestion control {w.cc!r} is not available in this kernel (it has: "
-                               f"{', '.join(sorted(have))}); pick one of those or load its module "
-                               f"(modprobe tcp_{w.cc})", field=f"workloads[{index}].cc")
+        if isinstance(w, (Bulk, Web)):
+            capabilities.check_congestion_control(w.cc, f"workloads[{index}].cc")

@@ -32,6 +32,7 @@ from typing import Any
 
 from bloatlab.experiment.parsers import IperfResult, parse_iperf3, parse_ping_replies, parse_ping_summary, parse_ss_tin
 from bloatlab.experiment.workloads import wait_listening
+from bloatlab.progress import Progress, ticking
 from bloatlab.specs.model import DirectionSpec, HostSpec, LinkSpec, QueueSpec, Topology
 from bloatlab.specs.units import format_duration_ns, format_rate
 from bloatlab.testbed import capabilities
@@ -451,25 +452,35 @@ def agreement(u: CaseResult, k: CaseResult, tag: str) -> list[str]:
 
 
 def run_link(rates: list[int | None], delays: list[int], duration_s: float, rounds: int,
-             out_dir: Path) -> dict[str, Any]:
-    """Every case of the link benchmark, one after another, with progress on stderr; writes
-    OUT/bench-link.txt and bench-link.json and returns the latter's document (the table in
-    "table", the verdicts in "targets")."""
+             out_dir: Path, progress: bool = True) -> dict[str, Any]:
+    """Every case of the link benchmark, one after another, a line per case on stderr (and with
+    `progress`, a display of the time elapsed and left); writes OUT/bench-link.txt and
+    bench-link.json and returns the latter's document (the table in "table", the verdicts in
+    "targets")."""
     out_dir.mkdir(parents=True, exist_ok=True)
     plan = cases(rates, delays, capabilities.kernel_qdiscs(), rounds)
     results: list[CaseResult] = []
-    started = time.monotonic()
+    # A case is its warm-up, its measurement and a network's build and teardown (about 2 s);
+    # the estimate is revised as cases finish.
+    to_run = [case for case, skip in plan if not skip]
+    expected = {id(case): warmup_s(case) + duration_s + 2.0 for case in to_run}
+    bar = Progress(sum(expected.values()), "bench link") if progress and to_run else None
+    spent, done_expected = 0.0, 0.0
     for i, (case, skip) in enumerate(plan, 1):
-        print(f"[{i}/{len(plan)}] {case.label} ...", end="", file=sys.stderr, flush=True)
         if skip:
             results.append(CaseResult(case, skipped=skip))
-            print(f" skipped ({skip})", file=sys.stderr)
+            print(f"[{i}/{len(plan)}] {case.label}: skipped ({skip})", file=sys.stderr)
             continue
         t0 = time.monotonic()
-        results.append(run_case(case, duration_s, f"bench-{os.getpid() % 100000}"))
-        done = time.monotonic() - started
-        left = done / i * (len(plan) - i)
-        print(f" {time.monotonic() - t0:.0f} s (about {left:.0f} s left)", file=sys.stderr)
+        with ticking(bar, spent, expected[id(case)], f"case {i}/{len(plan)}"):
+            results.append(run_case(case, duration_s, f"bench-{os.getpid() % 100000}"))
+        took = time.monotonic() - t0
+        spent += took
+        done_expected += expected[id(case)]
+        if bar is not None:  # what is left, at the pace so far
+            bar.total_s = spent + (sum(expected.values()) - done_expected) * spent / done_expected
+            bar.finish()
+        print(f"[{i}/{len(plan)}] {case.label}: {took:.0f} s", file=sys.stderr)
     table, checks = render(results), verdicts(results)
     doc = {"bloatlab_version": __version__, "kernel": os.uname().release, "duration_s": duration_s,
            "queue_packets": "max(100, 1 BDP)",

@@ -10,15 +10,7 @@ from bloatlab.experiment.probes.tcp import remove_stale_instances
 from bloatlab.testbed.network import clean_networks
 
 
-def clean() -> list[str]:
-    """Remove it all; what was removed. An error is raised once everything else is removed."""
-    removed: list[str] = []
-    error: BloatlabError | None = None
-    try:
-        removed += clean_networks()
-    except BloatlabError as e:
-        error = e
-    removed += remove_stale_instances()
-    if error is not None:
-        raise error
-    return removed
+def clean(errors: list[BloatlabError]) -> list[str]:
+    """Remove it all; what was removed. What could not be removed goes to `errors`, once
+    everything else is."""
+    return clean_networks(errors) + remove_stale_instances()

@@ -153,26 +153,33 @@ def _probe_tools() -> dict[str, dict[str, str | None]]:
     return tools
 
 
-def _read_sysctl(name: str) -> str | None:
+def probe_binary(name: str) -> dict[str, str | None]:
+    """Where a Rust binary is, the version it reports, and why it cannot be used, if it cannot
+    (none found, a variable that names no executable, another version than bloatlab's)."""
+    entry: dict[str, str | None] = {"path": None, "version": None, "env": os.environ.get(binaries.BINARIES[name][0]),
+                                    "problem": None}
     try:
-        return Path("/proc/sys", name.replace(".", "/")).read_text().strip()
-    except OSError:
-        return None
-
-
-def find_datapath() -> tuple[Path | None, str | None]:
-    """The bloatlab-link binary, or None and why (a $BLOATLAB_LINK that names no executable)."""
-    try:
-        return binaries.locate("bloatlab-link"), None
+        path = binaries.locate(name)
     except MachineError as e:
-        return None, str(e)
+        entry["problem"] = str(e)
+        return entry
+    if path is None:
+        return entry
+    entry["path"] = str(path)
+    run = capabilities.attempt(binaries.version_argv(path))
+    entry["version"] = binaries.reported_version(name, run.stdout)
+    try:
+        binaries.check(name, path, run.stdout)
+    except MachineError as e:
+        entry["problem"] = str(e)
+    return entry
 
 
 def backend_support(report: dict[str, Any]) -> dict[str, dict[str, bool]]:
     """For each backend ("userspace", "kernel"), which link features it can serve here."""
     sandbox = report["sandbox"]
     links_possible = bool(sandbox["netns"]) and bool(sandbox["veth"])
-    userspace = links_possible and report["datapath"]["path"] is not None
+    userspace = links_possible and report["datapath"]["path"] is not None and not report["datapath"]["problem"]
     qdiscs = report["qdiscs"]
     return {
         "userspace": {feature: userspace and feature not in KERNEL_ONLY for feature in FEATURES},
@@ -185,8 +192,8 @@ def collect() -> dict[str, Any]:
     """Probe the machine; the result is JSON-ready."""
     root = capabilities.is_root()
     sandbox = capabilities.probe_sandbox(root)
-    datapath, datapath_problem = find_datapath()
-    available_cc = _read_sysctl("net.ipv4.tcp_available_congestion_control")
+    found = {name: probe_binary(name) for name in binaries.BINARIES}
+    cc = capabilities.congestion_controls()
     report: dict[str, Any] = {
         "bloatlab": __version__,
         "kernel": platform.release(),
@@ -199,12 +206,11 @@ def collect() -> dict[str, Any]:
         "qdiscs": sandbox["qdiscs"],
         "qdisc_errors": sandbox["qdisc_errors"],
         "tools": _probe_tools(),
-        "datapath": {"path": str(datapath) if datapath else None,
-                     "env": os.environ.get("BLOATLAB_LINK"), "problem": datapath_problem},
-        "congestion_control": {
-            "available": available_cc.split() if available_cc else [],
-            "default": _read_sysctl("net.ipv4.tcp_congestion_control"),
-        },
+        "datapath": found["bloatlab-link"],
+        "binaries": found,
+        # `allowed`: what a host's `cc` may be (the kernel lets a namespace default to no other).
+        "congestion_control": {"available": sorted(cc.available or ()), "allowed": sorted(cc.allowed or ()),
+                               "default": cc.default},
     }
     report["backends"] = backend_support(report)
     return report
@@ -290,19 +296,24 @@ def render(report: dict[str, Any], ascii_only: bool = False) -> str:
         else:
             check(False, name, f"apt-get install {package}")
 
-    section("Userspace datapath")
+    section("bloatlab's binaries")
+    for name, binary in report["binaries"].items():
+        if binary["path"] and not binary["problem"]:
+            check(True, name, f"{binary['version']}  ({binary['path']})")
+        elif binary["path"]:
+            check(False, name, binary["path"])
+        else:
+            check(False, name, f"make build, pip install bloatlab, or set {binaries.BINARIES[name][0]}")
+        if binary["problem"]:
+            lines.append(f"    note: {binary['problem']}")
     datapath = report["datapath"]
-    if datapath["path"]:
-        check(True, "bloatlab-link", datapath["path"])
-    else:
-        check(False, "bloatlab-link", "make setup (cargo build --release), or set BLOATLAB_LINK")
-    if datapath.get("problem"):
-        lines.append(f"    note: {datapath['problem']}")
 
     section("TCP congestion control")
     cc = report["congestion_control"]
     lines.append(f"  available: {' '.join(cc['available']) or 'unknown'}")
     lines.append(f"  default:   {cc['default'] or 'unknown'}")
+    lines.append(f"  a host's default may be: {' '.join(cc['allowed']) or 'unknown'}"
+                 " (net.ipv4.tcp_allowed_congestion_control)")
     lines.append("  (more may load as modules: modprobe tcp_<name>)")
 
     section("Link backends")
@@ -323,6 +334,7 @@ def render(report: dict[str, Any], ascii_only: bool = False) -> str:
     if not any(backends["userspace"].values()):
         missing = [what for what, ok in (("root", root), ("network namespaces", sandbox["netns"]),
                                          ("veth", sandbox["veth"]),
-                                         ("bloatlab-link", datapath["path"])) if not ok]
+                                         ("bloatlab-link", datapath["path"] and not datapath["problem"]))
+                   if not ok]
         lines.append(f"  userspace backend unavailable: missing {', '.join(missing)}")
     return "\n".join(lines)

@@ -10,14 +10,17 @@ from __future__ import annotations
 
 import json
 import statistics
+import subprocess
 import tempfile
 from pathlib import Path
 from typing import Any
 
-from bloatlab import binaries, proc
-from bloatlab.errors import BloatlabError, SpecError
+from bloatlab import proc
+from bloatlab.errors import MachineError, SpecError
+from bloatlab.progress import Progress
 from bloatlab.specs.model import DirectionSpec, QueueSpec
 from bloatlab.specs.units import format_duration_ns, format_rate, parse_rate
+from bloatlab.testbed import capabilities
 from bloatlab.testbed.datapath import direction_config
 
 BINARY_NAME = "bloatlab-replay"
@@ -46,17 +49,45 @@ def write_config(path: Path, direction: DirectionSpec, seed: int) -> None:
     path.write_text(json.dumps(config, indent=2) + "\n")
 
 
-def run_binary(config: Path, out: Path, arrival_flags: list[str]) -> dict[str, Any]:
-    """Runs bloatlab-replay; its summary.json. Its one-line errors become SpecErrors."""
-    argv = [str(binaries.find(BINARY_NAME)), "--config", str(config), "--out", str(out), *arrival_flags]
-    done = proc.run(argv, timeout_s=None, check=False)  # as long as the trace takes
-    if done.returncode != 0:
-        lines = [line for line in done.stderr.splitlines() if line.strip()]
-        message = lines[-1] if lines else f"exit status {done.returncode}"
+def binary() -> Path:
+    """bloatlab-replay, its version checked: asked before any file is written."""
+    return capabilities.binary(BINARY_NAME)
+
+
+def run_binary(config: Path, out: Path, arrival_flags: list[str], progress: bool = False) -> dict[str, Any]:
+    """Runs bloatlab-replay; its summary.json. Its one-line errors become SpecErrors. With
+    `progress`, a display on stderr says how far it is, from the lines the binary writes there
+    (`total packets N` or `total ns T`, then `progress FATES VIRTUAL_NS`)."""
+    argv = [str(binary()), "--config", str(config), "--out", str(out), *arrival_flags]
+    if progress:
+        argv.append("--progress")
+    child = proc.spawn(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    bar = Progress(1.0, "replay") if progress else None
+    total: tuple[str, int] | None = None
+    said: list[str] = []  # what it wrote besides progress: its error, if it fails
+    try:
+        for line in child.stderr:
+            words = line.split()
+            if words[:1] == ["total"] and len(words) == 3:
+                total = (words[1], int(words[2]))
+            elif words[:1] == ["progress"] and len(words) == 3:
+                if bar is not None and total is not None:
+                    done = int(words[1]) if total[0] == "packets" else int(words[2])
+                    bar.update_fraction(done / max(total[1], 1))
+            else:
+                said.append(line.strip())
+        status = child.wait()
+    finally:
+        proc.stop(child)
+        if bar is not None:
+            bar.finish()
+    if status != 0:
+        lines = [line for line in said if line]
+        message = lines[-1] if lines else f"exit status {status}"
         message = message.removeprefix(f"{BINARY_NAME}: error: ")
-        if done.returncode == 2:
+        if status == 2:
             raise SpecError(message)
-        raise BloatlabError(f"{BINARY_NAME} failed (exit status {done.returncode}): {message}")
+        raise MachineError(f"{BINARY_NAME} failed (exit status {status}): {message}")  # ours, not the input
     return json.loads((out / "summary.json").read_text())
 
 
@@ -86,19 +117,19 @@ def render_summary(summary: dict[str, Any], direction: DirectionSpec) -> str:
 
 # The benchmark ------------------------------------------------------------------------------
 
-
-# The benchmark ------------------------------------------------------------------------------
-
-def bench(disciplines: list[str], packets: int, repeats: int, say=print) -> dict[str, dict[str, Any]]:
+def bench(disciplines: list[str], packets: int, repeats: int, say=print,
+          progress: bool = False) -> dict[str, dict[str, Any]]:
     """Replays `packets` synthetic packets (poisson at BENCH_LOAD times BENCH_RATE, 1500 bytes,
     4 flows, a queue of 1000 packets, every fate written) through each discipline `repeats`
     times; per discipline the best and median packets per second. say() gets a line per
-    discipline as it finishes."""
+    discipline as it finishes; `progress` shows a display on stderr over every run."""
     rate_bps = parse_rate(BENCH_RATE, "rate")
     say(f"replaying {_n(packets)} packets per run (poisson arrivals at {BENCH_LOAD}x {format_rate(rate_bps)}, "
         f"1500 bytes, 4 flows, queue of 1000 packets, fates written), best and median of {repeats} runs\n")
     say(f"  {'discipline':<10} {'best Mpps':>9} {'median':>7} {'dropped':>8}  {'sojourn p99':>11}")
     results: dict[str, dict[str, Any]] = {}
+    bar = Progress(1.0, "bench replay") if progress else None
+    runs, done = len(disciplines) * repeats, 0
     with tempfile.TemporaryDirectory(prefix="bloatlab-bench-replay-") as tmp:
         for discipline in disciplines:
             direction = DirectionSpec(rate_bps=rate_bps, queue=QueueSpec(discipline, packets=1000))
@@ -111,10 +142,15 @@ def bench(disciplines: list[str], packets: int, repeats: int, say=print) -> dict
                 summary = run_binary(config, Path(tmp) / discipline, flags)
                 rates.append(summary["packets_per_s"])
                 (Path(tmp) / discipline / "fates.csv").unlink()
+                done += 1
+                if bar is not None:
+                    bar.update_fraction(done / runs, f"run {done}/{runs}")
             results[discipline] = {"best_pps": max(rates), "median_pps": statistics.median(rates), "runs_pps": rates,
                                    "dropped": summary["dropped_total"] / summary["packets"],
                                    "sojourn_p99_ns": summary["sojourn_ns"]["p99"]}
             r = results[discipline]
+            if bar is not None:
+                bar.finish()
             p99 = "-" if r["sojourn_p99_ns"] is None else format_duration_ns(r["sojourn_p99_ns"])
             say(f"  {discipline:<10} {r['best_pps'] / 1e6:>9.2f} {r['median_pps'] / 1e6:>7.2f} "
                 f"{100 * r['dropped']:>7.1f}%  {p99:>11}")

@@ -57,6 +57,12 @@ class Outcome:
     interrupted: bool = False  # a stop signal came (maybe only while cleaning up)
     report: Path | None = None
 
+    def to_dict(self) -> dict[str, Any]:
+        """What `bloatlab run --json` prints: where everything is, and the summary."""
+        return {"kind": "run", "run_dir": str(self.run_dir), "complete": self.complete, "reason": self.reason,
+                "interrupted": self.interrupted, "summary": self.summary, "warnings": self.warnings,
+                "plots": [str(p) for p in self.plots], "report": str(self.report) if self.report else None}
+
 
 def default_out(experiment: Experiment, root: Path = Path("results")) -> Path:
     stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
@@ -219,6 +225,7 @@ class Run:
             record.tcp_lost_events = self.probes.tcp_lost_events
         if self.net is not None:
             record.backends = list(self.net.backends)  # chosen before building, so known if the build failed
+            record.host_cc = dict(self.net.host_cc)
         record.datapath_stats = self._datapath_stats()
         record.warnings += lag_warnings(record.datapath_stats)
         record.machine, record.tools = machine(), tool_versions()

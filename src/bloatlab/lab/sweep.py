@@ -47,6 +47,16 @@ class SweepOutcome:
     files: list[Path] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
 
+    def to_dict(self) -> dict[str, Any]:
+        """What a sweep command's --json prints: where everything is, and how far it got."""
+        def made(name: str) -> str | None:
+            return str(self.out / name) if (self.out / name).exists() else None
+
+        return {"kind": "sweep", "out": str(self.out), "complete": self.complete, "interrupted": self.interrupted,
+                "runs": self.runs, "complete_runs": self.done, "warnings": self.warnings,
+                "files": [str(p) for p in self.files], "sweep": made("sweep.json"),
+                "aggregate": made("aggregate.json"), "report": made("report.html")}
+
     def tell(self, runs_are: str = "") -> int:
         """Prints the warnings and where everything is; returns the command's exit status."""
         for warning in self.warnings:

@@ -63,6 +63,9 @@ def run_document(record: RunRecord) -> dict[str, Any]:
         "warnings": record.warnings,
         "machine": record.machine, "tools": record.tools,
         "network": record.network,
+        # A socket that names no congestion control gets its host's (a workload names its own).
+        "hosts": [{"name": h, "address": exp.topology.address(h), "cc": record.host_cc.get(h)}
+                  for h in exp.topology.hosts],
         "links": links,
         "datapath_stats": record.datapath_stats,
         "flows": flows,

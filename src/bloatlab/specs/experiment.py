@@ -30,15 +30,15 @@ from typing import Any
 from bloatlab.errors import SpecError, show
 from bloatlab.specs.model import (DEFAULT_WEB_SIZE_BYTES, PARAM_TYPES, TCP_PROBES, WORKLOAD_KINDS, Bulk, Experiment, Param, Ping, Probes,
                                  Topology, Udp, Web, Workload)
-from bloatlab.specs.reading import check_keys, field_of, load_toml
+from bloatlab.specs.reading import check_keys, congestion_control, field_of, load_toml
 from bloatlab.specs.topology import parse_topology
 from bloatlab.specs.units import parse_duration_ns, parse_percent, parse_rate, parse_size_bytes
 
 NAME_RE = re.compile(r"[a-z][a-z0-9_-]{0,30}")
 PARAM_NAME_RE = re.compile(r"[a-z][a-z0-9_]{0,30}")
-CC_RE = re.compile(r"[a-z][a-z0-9_]{0,15}")
 PLACEHOLDER_RE = re.compile(r"\{([a-z][a-z0-9_]*)\}")
 MAX_DURATION_NS = 24 * 3600 * 10**9
+DEFAULT_CC = "cubic"  # a TCP workload's, where neither it nor its sending host names one
 MIN_PING_INTERVAL_NS = 10 * 10**6  # what the issue promises; ping itself goes lower as root
 
 SPEC_KEYS = ("name", "description", "duration", "seed", "repeat", "params", "topology", "workloads", "probes")
@@ -446,18 +446,15 @@ def _whole_seconds(common: dict[str, Any], where: str) -> None:
                         field=field_of(where, "stop"))
 
 
-def _cc(table: dict[str, Any], where: str) -> str:
-    cc = table.get("cc", "cubic")
-    if not isinstance(cc, str) or not CC_RE.fullmatch(cc):
-        raise SpecError(f"{show(cc)} is not a congestion control name; e.g. reno, cubic or bbr",
-                        field=field_of(where, "cc"))
-    return cc
+def _cc(table: dict[str, Any], where: str, sender_cc: str | None) -> str:
+    """The workload's own cc, else its sending host's (the topology's cc), else cubic."""
+    return congestion_control(table.get("cc", sender_cc or DEFAULT_CC), field_of(where, "cc"))
 
 
 def _parse_bulk(table, where, topology, common) -> Bulk:
     src, dst = _two_hosts(table, where, topology, "from", "to")
     _whole_seconds(common, where)
-    cc = _cc(table, where)
+    cc = _cc(table, where, topology.host_cc(src))
     buffer = parse_size_bytes(table["buffer"], field_of(where, "buffer")) if "buffer" in table else None
     return Bulk(**common, src=src, dst=dst, cc=cc, buffer_bytes=buffer)
 
@@ -491,7 +488,7 @@ def _parse_web(table, where, topology, common) -> Web:
                         field=field_of(where, "count"))
     timeout = parse_duration_ns(table.get("timeout", "30s"), field_of(where, "timeout"), allow_zero=False)
     return Web(**common, server=server, client=client, size_bytes=size, every_ns=every, count=count,
-               timeout_ns=timeout, cc=_cc(table, where))
+               timeout_ns=timeout, cc=_cc(table, where, topology.host_cc(server)))
 
 
 _KIND_PARSERS = {"bulk": _parse_bulk, "udp": _parse_udp, "ping": _parse_ping, "web": _parse_web}

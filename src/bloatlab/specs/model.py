@@ -85,6 +85,9 @@ class DirectionSpec:
 @dataclass(frozen=True)
 class HostSpec:
     name: str
+    # The host's default TCP congestion control (what iperf3 without -C uses); None keeps the
+    # machine's. Workloads name their own per socket.
+    cc: str | None = None
 
 
 @dataclass(frozen=True)
@@ -123,6 +126,11 @@ class Topology:
     switches: dict[str, SwitchSpec]
     links: list[LinkSpec]
     seed: int = 1  # root of every link direction's random generator
+    cc: str | None = None  # every host's congestion control, unless the host names its own
+
+    def host_cc(self, host: str) -> str | None:
+        """The congestion control `host` is given, or None: the machine's default."""
+        return self.hosts[host].cc or self.cc
 
     def address(self, host: str) -> str:
         return f"10.0.0.{list(self.hosts).index(host) + 1}"
@@ -145,7 +153,8 @@ class Topology:
             links.append(resolved)
         return {
             "seed": self.seed,
-            "hosts": [{"name": name, "address": self.address(name)} for name in self.hosts],
+            "cc": self.cc,
+            "hosts": [{"name": name, "address": self.address(name), "cc": spec.cc} for name, spec in self.hosts.items()],
             "switches": [{"name": name} for name in self.switches],
             "links": links,
         }
@@ -166,9 +175,9 @@ class Topology:
                           reverse=direction(link["reverse"]), backend=link["backend"],
                           queue_at=link.get("queue_at", "link"))
                  for link in data["links"]]
-        return cls(hosts={h["name"]: HostSpec(h["name"]) for h in data["hosts"]},
+        return cls(hosts={h["name"]: HostSpec(h["name"], h.get("cc")) for h in data["hosts"]},
                    switches={s["name"]: SwitchSpec(s["name"]) for s in data["switches"]},
-                   links=links, seed=data["seed"])
+                   links=links, seed=data["seed"], cc=data.get("cc"))
 
 
 # Experiment --------------------------------------------------------------------------------

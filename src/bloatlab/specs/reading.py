@@ -74,3 +74,15 @@ def check_keys(table: dict[str, Any], allowed: tuple[str, ...], base: str, what:
             f"unknown key {show(key)} in {what}; {guess}allowed keys: {', '.join(allowed)}",
             field=field_of(base, key),
         )
+
+
+# A kernel congestion control's name (TCP_CA_NAME_MAX is 16 with the NUL).
+CC_RE = re.compile(r"[a-z][a-z0-9_]{0,15}")
+
+
+def congestion_control(value: object, field: str) -> str:
+    """A TCP congestion control's name, as workloads and hosts take it; whether this kernel has
+    it is the testbed's question (testbed.capabilities.congestion_controls)."""
+    if not isinstance(value, str) or not CC_RE.fullmatch(value):
+        raise SpecError(f"{show(value)} is not a congestion control name; e.g. reno, cubic or bbr", field=field)
+    return value

@@ -12,14 +12,15 @@ from typing import Any
 from bloatlab.errors import SpecError, show
 from bloatlab.specs.model import BACKENDS, QUEUE_AT, DirectionSpec, HostSpec, LinkSpec, QueueSpec, SwitchSpec, Topology
 from bloatlab.specs.queues import parse_queue
-from bloatlab.specs.reading import check_keys, field_of, load_toml
+from bloatlab.specs.reading import check_keys, congestion_control, field_of, load_toml
 from bloatlab.specs.units import format_duration_ns, parse_duration_ns, parse_percent, parse_rate
 
 NODE_NAME_RE = re.compile(r"[a-z][a-z0-9_]{0,9}")
 LINK_NAME_RE = re.compile(r"[a-z][a-z0-9_-]{0,30}")
 MAX_DELAY_NS = 10 * 10**9
 
-TOPOLOGY_KEYS = ("seed", "hosts", "switches", "links")
+TOPOLOGY_KEYS = ("seed", "cc", "hosts", "switches", "links")
+HOST_KEYS = ("cc",)
 DIRECTION_KEYS = ("rate", "trace", "delay", "jitter", "loss", "queue")
 LINK_KEYS = ("name", "ends", *DIRECTION_KEYS, "backend", "queue_at", "forward", "reverse")
 
@@ -49,6 +50,7 @@ def parse_topology(data: dict[str, Any], where: str = "", base_dir: Path | None 
             f"{show(seed)} is not a seed; write a whole number >= 0, e.g. seed = 1", field=field_of(where, "seed")
         )
 
+    cc = congestion_control(data["cc"], field_of(where, "cc")) if "cc" in data else None
     hosts = _parse_nodes(data, "hosts", where)
     switches = _parse_nodes(data, "switches", where)
     for name in switches:
@@ -103,15 +105,17 @@ def parse_topology(data: dict[str, Any], where: str = "", base_dir: Path | None 
             )
 
     return Topology(
-        hosts={name: HostSpec(name) for name in hosts},
+        hosts={name: HostSpec(name, cc) for name, cc in hosts.items()},
         switches={name: SwitchSpec(name) for name in switches},
         links=links,
         seed=seed,
+        cc=cc,
     )
 
 
-def _parse_nodes(data: dict[str, Any], kind: str, where: str) -> list[str]:
-    """Host or switch names in file order; each is an empty table, e.g. [hosts.h1]."""
+def _parse_nodes(data: dict[str, Any], kind: str, where: str) -> dict[str, str | None]:
+    """Host or switch names in file order, each with its congestion control if it is a host
+    that names one: [hosts.h1] cc = "reno". A switch's table is empty."""
     base = field_of(where, kind)
     singular = kind[:-1] if kind == "hosts" else "switch"
     raw = data.get(kind, {})
@@ -132,8 +136,9 @@ def _parse_nodes(data: dict[str, Any], kind: str, where: str) -> list[str]:
             )
         if not isinstance(table, dict):
             raise SpecError(f"must be a table; write [{kind}.{name}]", field=field_name)
-        check_keys(table, (), field_name, f"a {singular}")
-    return list(raw)
+        check_keys(table, HOST_KEYS if kind == "hosts" else (), field_name, f"a {singular}")
+    return {name: congestion_control(table["cc"], field_of(field_of(base, name), "cc")) if "cc" in table else None
+            for name, table in raw.items()}
 
 
 def _parse_link(raw: object, base: str, nodes: list[str], base_dir: Path) -> LinkSpec:

@@ -10,9 +10,11 @@ import functools
 import os
 import shutil
 import subprocess
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
-from bloatlab import proc
+from bloatlab import binaries, proc
 from bloatlab.errors import MachineError
 
 # Each qdisc with arguments that are valid whenever the kind exists, so a failure means the
@@ -55,8 +57,63 @@ def first_line(text: str) -> str:
     return next((line.strip() for line in text.splitlines() if line.strip()), "")
 
 
+def version_output(argv: list[str]) -> str:
+    """What a binary prints for --version (a binary that prints none fails the check after)."""
+    return proc.output(argv, timeout_s=10, check=False)
+
+
+def binary(name: str) -> Path:
+    """bloatlab's binary `name` (bloatlab.binaries finds it), once its version is checked: else a
+    MachineError that says what is wrong. Asked before anything is built."""
+    return binaries.verified(name, version_output)
+
+
 def is_root() -> bool:
     return os.geteuid() == 0
+
+
+@dataclass(frozen=True)
+class CongestionControls:
+    """The kernel's TCP congestion controls: every loaded one, and those a network namespace
+    may make its default (the kernel lets only the init namespace default to a restricted one,
+    one missing from net.ipv4.tcp_allowed_congestion_control). None: could not be read."""
+
+    available: frozenset[str] | None
+    allowed: frozenset[str] | None
+    default: str | None
+
+
+CC_PROC = Path("/proc/sys/net/ipv4")
+
+
+def congestion_controls() -> CongestionControls:
+    def read(name: str) -> list[str] | None:
+        try:
+            return (CC_PROC / name).read_text().split()
+        except OSError:
+            return None
+
+    available, allowed, default = (read(f"tcp_{n}") for n in ("available_congestion_control",
+                                                               "allowed_congestion_control", "congestion_control"))
+    return CongestionControls(frozenset(available) if available is not None else None,
+                              frozenset(allowed) if allowed is not None else None,
+                              default[0] if default else None)
+
+
+def check_congestion_control(cc: str, field: str, *, as_default: bool = False) -> None:
+    """That this kernel has `cc` (and, as_default, that a namespace may make it its default);
+    else a MachineError that says how to get it. Unreadable lists pass: the use will tell."""
+    have = congestion_controls()
+    if have.available is not None and cc not in have.available:
+        raise MachineError(f"congestion control {cc!r} is not available in this kernel (it has: "
+                           f"{', '.join(sorted(have.available))}); pick one of those or load its module "
+                           f"(modprobe tcp_{cc})", field=field)
+    if as_default and have.allowed is not None and cc not in have.allowed:
+        allowed = " ".join([*sorted(have.allowed), cc])
+        raise MachineError(f"{cc} is restricted here: a namespace may default only to "
+                           f"{', '.join(sorted(have.allowed))}; allow it with sysctl -w "
+                           f'net.ipv4.tcp_allowed_congestion_control="{allowed}", or name it in each '
+                           "workload's cc instead", field=field)
 
 
 def probe_sandbox(root: bool) -> dict[str, Any]:

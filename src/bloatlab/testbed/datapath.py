@@ -13,9 +13,10 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from bloatlab import binaries, proc
+from bloatlab import proc
 from bloatlab.errors import MachineError
 from bloatlab.specs.model import DirectionSpec
+from bloatlab.testbed import capabilities
 
 if TYPE_CHECKING:
     import numpy as np
@@ -70,7 +71,8 @@ class Datapath:
     def start(cls, config_path: Path, stats_path: Path, log_path: Path, *,
               detach: bool = False, timeout_s: float = START_TIMEOUT_S) -> Datapath:
         """Start bloatlab-link and return once its stats file exists."""
-        argv = [str(binaries.find(BINARY_NAME)), "--config", str(config_path)] + (["--detach"] if detach else [])
+        binary = capabilities.binary(BINARY_NAME)
+        argv = [str(binary), "--config", str(config_path)] + (["--detach"] if detach else [])
         stats_path.unlink(missing_ok=True)  # never mistake an old file for a sign of life
         with open(log_path, "ab") as log:
             # A detached datapath gets its own session: a terminal's hangup or Ctrl-C after

@@ -57,6 +57,10 @@ def sysctl(ns: str, key: str, value: str | int) -> None:
     proc.run(["sysctl", "-qw", f"{key}={value}"], ns=ns)
 
 
+def read_sysctl(ns: str, key: str) -> str:
+    return proc.output(["sysctl", "-n", key], ns=ns).strip()
+
+
 def veth_pair(a_ns: str, a_iface: str, b_ns: str, b_iface: str) -> None:
     """A veth pair with one end in each namespace."""
     # Created right in their namespaces: the root namespace never sees them, so no name clash.

@@ -28,7 +28,7 @@ from bloatlab import proc
 from bloatlab.errors import BloatlabError, MachineError, SpecError
 from bloatlab.specs.model import LinkSpec, Topology
 from bloatlab.testbed import capabilities, netns, state
-from bloatlab.testbed.datapath import Datapath, read_stats_if_any
+from bloatlab.testbed.datapath import BINARY_NAME as DATAPATH_BINARY, Datapath, read_stats_if_any
 from bloatlab.testbed.links.base import LinkBackend, Port, Site, middle_ifaces
 from bloatlab.testbed.links.kernel import KernelBackend
 from bloatlab.testbed.links.userspace import UserspaceBackend
@@ -42,6 +42,7 @@ ETC_NETNS = Path("/etc/netns")
 IFNAME_MAX = 15  # Linux IFNAMSIZ - 1
 BRIDGE = "br0"
 DP_NODE = "_dp"
+CC_SYSCTL = "net.ipv4.tcp_congestion_control"
 
 # The link backends, by the name a spec chooses them with; "auto" tries them in this order.
 LINK_BACKENDS: dict[str, type[LinkBackend]] = {b.name: b for b in (KernelBackend, UserspaceBackend)}
@@ -117,6 +118,7 @@ class Network:
         self.qlog_directions = qlog_directions  # of these directions ("s0->h2"); None: all
         self.topology_path = str(topology_path) if topology_path is not None else None
         self.backends: list[str] = []  # per link, known after up() or attach()
+        self.host_cc: dict[str, str] = {}  # each host's default congestion control, after up() or attach()
         self._state: state.NetworkState | None = None
         self._datapath: Datapath | None = None  # the userspace links' bloatlab-link, if any
         # The datapath's stats file as it was written on exit (counters per reason), after down().
@@ -167,8 +169,14 @@ class Network:
         topo = self.topology
         if len(topo.hosts) > 254:
             raise SpecError(f"{len(topo.hosts)} hosts do not fit 10.0.0.0/24; use at most 254", field="hosts")
+        for host in topo.hosts:
+            if topo.host_cc(host) is not None:
+                field = f"hosts.{host}.cc" if topo.hosts[host].cc else "cc"
+                capabilities.check_congestion_control(topo.host_cc(host), field, as_default=True)
         qdiscs = capabilities.kernel_qdiscs() if any(link.backend != "userspace" for link in topo.links) else {}
         self.backends = [choose_backend(link, qdiscs, index) for index, link in enumerate(topo.links)]
+        if "userspace" in self.backends:
+            capabilities.binary(DATAPATH_BINARY)  # missing, or of another version: said before building
         ports = [self._end_ports(index) for index in range(len(topo.links))]
         for index, pair in enumerate(ports):
             for port in pair:
@@ -228,6 +236,10 @@ class Network:
             ns = namespace(self.name, node)
             netns.add(ns)
             netns.ip(ns, "link", "set", "lo", "up")
+            if topo.host_cc(node) is not None:
+                netns.sysctl(ns, CC_SYSCTL, topo.host_cc(node))
+            # What the host's sockets get unless they choose: set above, or the machine's.
+            self.host_cc[node] = netns.read_sysctl(ns, CC_SYSCTL)
             self._write_etc(node)
         for node in topo.switches:
             ns = namespace(self.name, node)
@@ -260,6 +272,7 @@ class Network:
             if builder.daemon is not None:
                 self._datapath = builder.daemon
                 self._state.datapath = {"pid": self._datapath.pid, "starttime": self._datapath.starttime}
+        self._state.host_cc = self.host_cc
         self._state.status = "up"
         self._state.save()
 
@@ -339,6 +352,7 @@ class Network:
         st = state.load(check_name(name))
         net = cls(st.topology_object(), name, detach=True, topology_path=st.topology_path)
         net.backends = list(st.backends)
+        net.host_cc = dict(st.host_cc)
         net._state = st
         if st.datapath:
             net._datapath = Datapath(st.datapath["pid"], st.datapath["starttime"],
@@ -433,12 +447,12 @@ def stray_namespaces() -> list[str]:
             if ns.startswith(NETNS_PREFIXES) and ns not in known]
 
 
-def clean_networks() -> list[str]:
+def clean_networks(errors: list[BloatlabError]) -> list[str]:
     """Remove every network bloatlab made, and what a killed one left: datapaths, processes and
     namespaces named bloatlab.* or bloatlab-*, /etc/netns/bloatlab.*, /run/bloatlab/* (but the
-    nic journals). Return what was removed."""
+    nic journals). Return what was removed; what could not be goes to `errors`, once the rest is
+    done."""
     removed: list[str] = []
-    errors: list[BaseException] = []
     for st in state.list_states():
         if st.datapath:
             dp = Datapath(st.datapath["pid"], st.datapath["starttime"])
@@ -465,6 +479,4 @@ def clean_networks() -> list[str]:
                 entry.unlink(missing_ok=True)
             removed.append(str(entry))
     _remove_if_empty(ETC_NETNS, state.RUN_DIR)
-    if errors:
-        raise errors[0]
     return removed

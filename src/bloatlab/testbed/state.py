@@ -29,6 +29,7 @@ class NetworkState:
     status: str = "building"  # "building" until every part is up, then "up"
     topology_path: str | None = None  # the file it came from, if any
     backends: list[str] = field(default_factory=list)  # per link: "kernel" or "userspace"
+    host_cc: dict[str, str] = field(default_factory=dict)  # each host's default TCP congestion control
     datapath: dict[str, int | None] | None = None  # {"pid", "starttime"} of bloatlab-link
     owner: dict[str, int | None] | None = None  # the process that built it: {"pid", "starttime"}
     created: str = field(default_factory=lambda: datetime.now(timezone.utc).isoformat(timespec="seconds"))

@@ -1,0 +1,97 @@
+"""The package as pip gives it: `pip wheel .`, then the wheel installed into a fresh venv in a
+temporary directory, and bloatlab run from there, far from the checkout: it must find its Rust
+binaries in the package, not in target/release."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from bloatlab.version import __version__
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory):
+    """(the venv's bloatlab command, a working directory outside the checkout, its environment)."""
+    tmp = tmp_path_factory.mktemp("wheel")
+    assert not tmp.resolve().is_relative_to(REPO)
+    cargo = shutil.which("cargo") or str(Path.home() / ".cargo" / "bin" / "cargo")
+    assert Path(cargo).exists(), "the wheel's build needs cargo (make build finds it)"
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("PYTHONPATH", "BLOATLAB_LINK", "BLOATLAB_REPLAY", "VIRTUAL_ENV")}
+    env["PATH"] = os.pathsep.join([str(Path(cargo).parent), "/usr/local/sbin", "/usr/local/bin", "/usr/sbin",
+                                   "/usr/bin", "/sbin", "/bin"])
+    built = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "--disable-pip-version-check",
+                            "-w", str(tmp / "dist"), str(REPO)], capture_output=True, text=True, env=env,
+                           timeout=900)
+    assert built.returncode == 0, built.stdout + built.stderr
+    [wheel] = (tmp / "dist").glob("bloatlab-*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    assert {"bloatlab/_bin/bloatlab-link", "bloatlab/_bin/bloatlab-replay"} <= set(names), names
+    base = Path(sys.base_prefix) / "bin" / "python3"  # a python with no venv of ours around it
+    subprocess.run([str(base), "-m", "venv", str(tmp / "venv")], check=True, timeout=120)
+    pip = subprocess.run([str(tmp / "venv" / "bin" / "pip"), "install", "-q", "--disable-pip-version-check",
+                          str(wheel)], capture_output=True, text=True, env=env, timeout=900)
+    assert pip.returncode == 0, pip.stdout + pip.stderr
+    work = tmp / "work"
+    work.mkdir()
+    return tmp / "venv" / "bin" / "bloatlab", work, env
+
+
+def bloatlab(installed, *args, timeout=120):
+    command, work, env = installed
+    return subprocess.run([str(command), *args], cwd=work, env=env, capture_output=True, text=True, timeout=timeout)
+
+
+def test_version_finds_the_binaries_in_the_package(installed):
+    done = bloatlab(installed, "--version")
+    assert done.returncode == 0, done.stderr
+    package = installed[0].parents[1] / "lib"
+    lines = done.stdout.splitlines()
+    assert lines[0] == f"bloatlab {__version__}"
+    for line, name in zip(lines[1:], ("bloatlab-link", "bloatlab-replay")):
+        word, version, path = line.split()
+        assert (word, version) == (name, __version__)
+        assert Path(path).is_relative_to(package) and Path(path).parent.name == "_bin", line
+
+
+def test_doctor_json_from_the_wheel(installed):
+    done = bloatlab(installed, "doctor", "--json")
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["bloatlab"] == __version__
+    for binary in report["binaries"].values():
+        assert binary["problem"] is None and binary["version"] == __version__
+        assert "/_bin/" in binary["path"] and not Path(binary["path"]).is_relative_to(REPO)
+    assert report["backends"]["userspace"]["queue_codel"]
+
+
+def test_replay_from_the_wheel(installed):
+    out = installed[1] / "replay"
+    done = bloatlab(installed, "replay", "--queue", "discipline=codel,packets=1000", "--rate", "10mbit",
+                    "--synthetic", "poisson", "--load", "1.2", "--packets", "20000", "--out", str(out), "--json")
+    assert done.returncode == 0, done.stderr
+    summary = json.loads(done.stdout)["summary"]
+    assert summary["packets"] == 20000 and summary["version"] == __version__
+    assert summary["departed"] + summary["dropped_total"] == 20000 and summary["dropped_total"] > 0
+
+
+@pytest.mark.netns
+def test_a_run_from_the_wheel(installed):
+    spec = installed[1] / "tiny.toml"
+    spec.write_text('name = "tiny"\nduration = "3s"\n[topology.hosts.h1]\n[topology.hosts.h2]\n'
+                    '[[topology.links]]\nends = ["h1", "h2"]\nrate = "10mbit"\ndelay = "5ms"\n'
+                    'backend = "userspace"\n[[workloads]]\nkind = "bulk"\nfrom = "h1"\nto = "h2"\nstart = "1s"\n'
+                    '[[workloads]]\nkind = "ping"\nfrom = "h1"\nto = "h2"\ninterval = "100ms"\n')
+    done = bloatlab(installed, "run", str(spec), "--out", str(installed[1] / "run"), "--json", "-q")
+    assert done.returncode == 0, done.stderr
+    doc = json.loads(done.stdout)
+    assert doc["complete"] and 8 < doc["summary"]["flows"]["bulk"]["goodput_mbps"] < 10
+    assert doc["summary"]["rtt_ms"]["min"] == pytest.approx(10, abs=1.5)  # before the flow: 2 x 5 ms

@@ -68,6 +68,7 @@ def test_missing_binary_says_run_make_setup(tmp_path, monkeypatch):
     monkeypatch.delenv("BLOATLAB_LINK", raising=False)
     monkeypatch.setenv("PATH", str(tmp_path))
     monkeypatch.setattr(binaries, "REPO_RELEASE", tmp_path / "target/release")
+    monkeypatch.setattr(binaries, "PACKAGE_BIN", tmp_path / "_bin")  # an installed wheel's, in CI
     with pytest.raises(MachineError, match="run make setup"):
         binaries.find("bloatlab-link")
     assert binaries.locate("bloatlab-link") is None

@@ -19,7 +19,8 @@ RUST_MIN := 78
 EXTRAS ?= test
 
 # command:Debian package, for the tools the experiments run.
-TOOLS := ip:iproute2 tc:iproute2 iperf3:iperf3 ping:iputils-ping curl:curl ethtool:ethtool
+TOOLS := ip:iproute2 tc:iproute2 iperf3:iperf3 ping:iputils-ping curl:curl ethtool:ethtool \
+	irtt:irtt nghttpd:nghttp2-server openssl:openssl
 
 .PHONY: help setup packages build venv test demo bench docs clean
 
@@ -29,6 +30,8 @@ help: ## list the targets
 
 setup: packages build venv ## everything below: packages, the datapath binary, .venv/bin/bloatlab
 
+# The packages' own daemons (irtt's server) are not started: policy-rc.d refuses them while
+# installing, unless the machine has its own policy.
 packages: ## apt-get install only what is missing (tools, python3-venv, cargo, a C linker)
 	@have() { command -v "$$1" >/dev/null 2>&1 || test -x "/usr/sbin/$$1" || test -x "/sbin/$$1"; }; \
 	missing=""; \
@@ -45,7 +48,14 @@ packages: ## apt-get install only what is missing (tools, python3-venv, cargo, a
 	echo 'iperf3 iperf3/start_daemon boolean false' | debconf-set-selections; \
 	export DEBIAN_FRONTEND=noninteractive; \
 	apt-get update -q; \
-	apt-get install -y -q $$missing
+	policy=/usr/sbin/policy-rc.d; own_policy=""; \
+	if [ ! -e $$policy ]; then printf '#!/bin/sh\nexit 101\n' > $$policy; chmod +x $$policy; own_policy=1; fi; \
+	rc=0; apt-get install -y -q $$missing || rc=$$?; \
+	if [ -n "$$own_policy" ]; then rm -f $$policy; fi; \
+	[ $$rc -eq 0 ] || exit $$rc; \
+	if command -v systemctl >/dev/null 2>&1 && systemctl is-enabled irtt.service >/dev/null 2>&1; then \
+		systemctl disable --now irtt.service >/dev/null 2>&1 || true; \
+		echo "packages: disabled irtt.service (an irtt server on every address); runs start their own"; fi
 
 build: packages ## cargo build --release: target/release/bloatlab-link
 	@test -n "$(CARGO)" || { echo "build: no cargo on PATH or in ~/.cargo/bin" >&2; exit 1; }

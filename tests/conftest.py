@@ -75,7 +75,7 @@ def write_run(run: Path, params: dict, seed: int, *, kind: str = "experiment", w
     backlog = (np.arange(len(t)) * 3) % (maxq + 1)
     rtt = 20 + backlog * 1.2 + rng.uniform(0, 2, len(t))
     mbps = 9 + rng.uniform(-0.5, 0.5, len(t))
-    _csv(run / "series" / "ping.csv", "t_s,rtt_ms", zip(t, np.round(rtt, 3)))
+    _csv(run / "series" / "ping.csv", "t_s,probe,rtt_ms", ((ti, "ping", r) for ti, r in zip(t, np.round(rtt, 3))))
     meta = {"bloatlab_version": "0.1.0", "name": f"cs244 {HOSTILE}", "preset": "cs244", "source": "preset cs244",
             "params": params, "started_at": "2026-11-21T10:00:00+00:00", "ended_at": "2026-11-21T10:00:12+00:00",
             "t0_realtime_s": 1.79e9, "complete": complete, "incomplete_reason": None if complete else "interrupted",

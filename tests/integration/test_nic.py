@@ -122,7 +122,7 @@ def test_sweep_of_three_txqueuelens_and_two_offload_settings_is_complete_and_res
         assert {p.name for p in (run / "raw").iterdir()} == {"tcp.json", "udp.json", "ping.txt"}
         throughput = (run / "series" / "throughput.csv").read_text().splitlines()
         assert throughput[0] == "t_s,flow,mbps" and {row.split(",")[1] for row in throughput[1:]} == {"tcp", "udp"}
-        assert (run / "series" / "ping.csv").read_text().startswith("t_s,rtt_ms\n")
+        assert (run / "series" / "ping.csv").read_text().startswith("t_s,probe,rtt_ms\n")
         assert (run / "report.html").exists()
     offloaded = json.loads((out / labels[0] / "rep1" / "run.json").read_text())["settings_applied"]
     assert offloaded["offloads_active"]["generic-segmentation-offload"] == "on"

@@ -263,7 +263,7 @@ def test_two_runs_at_once_with_udp_and_the_ss_probe(tmp_path):
                           timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert sorted(p.name for p in plots.glob("*.png")) == ["cwnd.png", "fetch.png", "queue.png", "rtt.png",
-                                                          "throughput.png"]
+                                                          "rtt_box.png", "rtt_cdf.png", "throughput.png"]
 
 
 def test_load_run_reads_a_real_run_into_dataframes(cs244):

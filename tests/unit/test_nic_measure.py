@@ -54,7 +54,7 @@ def test_ping_summary_and_series_from_ping_D():
     got = ping_outcome((DATA / "ping-D.txt").read_text(), t0_real=1795265777.0)
     assert got.summary == {"min_ms": 10.217, "avg_ms": 10.657, "max_ms": 12.364, "mdev_ms": 0.853,
                            "median_ms": 10.2, "count": 5, "lost": 0}
-    assert abs(got.rows[0][0] - 0.567473) < 1e-6 and got.rows[0][1] == 10.2
+    assert abs(got.rows[0][0] - 0.567473) < 1e-6 and got.rows[0][1:] == ("ping", 10.2)
 
 
 def test_headline_says_a_run_in_one_line_and_survives_nulls():

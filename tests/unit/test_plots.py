@@ -15,7 +15,7 @@ import pytest
 from bloatlab.analysis.plots import PlotResult, build_figures, plot_run
 from bloatlab.errors import BloatlabError
 
-FIGURES = ("cwnd", "queue", "rtt", "throughput", "fetch")
+FIGURES = ("cwnd", "queue", "rtt", "rtt_cdf", "rtt_box", "throughput", "fetch")
 SERIES = {"cwnd.csv": "cwnd", "queue.csv": "queue", "ping.csv": "rtt", "throughput.csv": "throughput",
           "fetch.csv": "fetch"}
 PARAMS = {"maxq": 100, "bw_net": "10mbit", "cc": "reno"}
@@ -70,7 +70,7 @@ def series_rows():
         queue += [[f"{(k + 1) * DURATION_S / n:.6f}", link, f"{k % 101}", f"{(k % 101) * 1514}", f"{k // 100}"]
                   for k in range(n)]
     queue.sort(key=lambda row: float(row[0]))
-    ping = [[f"{0.1 * (k + 1):.3f}", f"{20 + (k % 50) * 1.5:.3f}"] for k in range(199)]
+    ping = [[f"{0.1 * (k + 1):.3f}", "ping", f"{20 + (k % 50) * 1.5:.3f}"] for k in range(199)]
     throughput = [[f"{0.1 * (k + 1):.1f}", flow, f"{mbps + (k % 10) * 0.1:.3f}"]
                   for k in range(200) for flow, mbps in (("bulk1", 4.0), ("bulk2", 5.0))]
     # fetch 6 failed after curl's 2 s; fetch 13 failed with no time at all
@@ -78,7 +78,7 @@ def series_rows():
              for k in range(20)]
     return {"cwnd.csv": (["t_s", "flow", "cwnd_pkts", "ssthresh_pkts", "srtt_ms"], cwnd),
             "queue.csv": (["t_s", "link", "backlog_pkts", "backlog_bytes", "drops"], queue),
-            "ping.csv": (["t_s", "rtt_ms"], ping),
+            "ping.csv": (["t_s", "probe", "rtt_ms"], ping),
             "throughput.csv": (["t_s", "flow", "mbps"], throughput),
             "fetch.csv": (["t_s", "seconds", "workload", "ok"], fetch)}
 
@@ -189,7 +189,7 @@ def test_rtt_throughput_and_fetch_hold_every_row(run_dir):
     figures, _ = build_figures(run_dir)
     (rtt,) = figures["rtt"].axes[0].lines
     np.testing.assert_array_equal(rtt.get_ydata(), column("ping.csv", "rtt_ms"))
-    assert rtt.get_label() == "199 replies, 3 lost"
+    assert rtt.get_label() == "ping: 199 replies, 3 lost"
     assert figures["rtt"].axes[0].get_ylabel() == "RTT (ms)"
 
     throughput = lines_by_label(figures["throughput"].axes[0])
@@ -228,7 +228,7 @@ def test_a_run_without_pings_has_no_rtt_to_miss(run_dir):
     write_csv(run_dir / "series" / "ping.csv", ["t_s", "rtt_ms"], [])
     figures, warnings = build_figures(run_dir)
     assert not [w for w in warnings if w.startswith("rtt.png")]
-    assert texts(figures["rtt"]) == ["no data: no ping workload"]
+    assert texts(figures["rtt"]) == ["no data: no latency probe (ping, irtt or responsiveness)"]
 
 
 def test_an_empty_ping_series_is_drawn_as_no_data_and_warned(run_dir):
@@ -247,11 +247,11 @@ def test_a_missing_series_file_is_drawn_as_no_data_and_warned(run_dir, file):
     result = plot_run(run_dir)
     figure = SERIES[file]
     assert result.warnings == [f"{figure}.png: series/{file} is missing"]
-    assert len(result.files) == 5 and all(p.read_bytes()[:8] == PNG_MAGIC for p in result.files)
+    assert len(result.files) == len(FIGURES) and all(p.read_bytes()[:8] == PNG_MAGIC for p in result.files)
     figures, _ = build_figures(run_dir)
     for name, fig in figures.items():
         notes = texts(fig)
-        if name == figure:  # every panel says so, not only the first
+        if name == figure or file == "ping.csv" and name in ("rtt_cdf", "rtt_box"):  # every panel says so
             assert notes == [f"no data: series/{file} is missing"] * len(fig.axes)
         else:
             assert notes == [], name
@@ -306,3 +306,30 @@ def test_a_directory_without_run_json_is_an_error(tmp_path, make):
     assert error.value.field == "DIR"
     assert error.value.message == f"{run_dir} is not a bloatlab run directory (no run.json)"
     assert not (run_dir / "plots").exists()
+
+
+def test_several_probes_each_get_a_line_a_cdf_and_a_box(run_dir):
+    rows = [[f"{0.1 * k:.3f}", probe, f"{base + k % 10:.3f}"] for k in range(1, 101) for probe, base in
+            (("icmp", 20.0), ("udp_ef", 30.0))]
+    write_csv(run_dir / "series" / "ping.csv", ["t_s", "probe", "rtt_ms"], rows)
+    summary = json.loads((run_dir / "summary.json").read_text())
+    summary["pings"] = {"icmp": {"lost": 1}, "udp_ef": {"lost": 0}}
+    (run_dir / "summary.json").write_text(json.dumps(summary))
+    figures, warnings = build_figures(run_dir)
+    assert warnings == []
+    assert set(lines_by_label(figures["rtt"].axes[0])) == {"icmp: 100 replies, 1 lost", "udp_ef: 100 replies, 0 lost"}
+    cdf = lines_by_label(figures["rtt_cdf"].axes[0])
+    assert set(cdf) == {"icmp (median 24.5 ms)", "udp_ef (median 34.5 ms)"}
+    line = cdf["udp_ef (median 34.5 ms)"]
+    np.testing.assert_array_equal(line.get_xdata(), np.sort([30.0 + k % 10 for k in range(1, 101)]))
+    assert line.get_ydata()[-1] == 1.0 and line.get_ydata()[0] == 0.01
+    box = figures["rtt_box"].axes[0]
+    assert [t.get_text() for t in box.get_xticklabels()] == ["icmp", "udp_ef"]
+
+
+def test_a_ping_series_of_0_2_0_without_probes_still_draws(run_dir):
+    write_csv(run_dir / "series" / "ping.csv", ["t_s", "rtt_ms"], [["0.1", "20.5"], ["0.2", "21.5"]])
+    figures, warnings = build_figures(run_dir)
+    assert warnings == []
+    (line,) = figures["rtt"].axes[0].lines
+    np.testing.assert_array_equal(line.get_ydata(), [20.5, 21.5])

@@ -31,7 +31,7 @@ def test_load_run_gives_meta_summary_and_every_series_as_a_dataframe(make_run):
     assert run.ping["rtt_ms"].dtype == float and pd.api.types.is_string_dtype(run.cwnd["flow"])
     # Every cell as written: the first ping row of the file is the first row of the frame.
     first = (path / "series" / "ping.csv").read_text().splitlines()[1].split(",")
-    assert run.ping.iloc[0].tolist() == [float(first[0]), float(first[1])]
+    assert run.ping.iloc[0].tolist() == [float(first[0]), first[1], float(first[2])]
     # An unset ssthresh is an empty cell, NaN in the frame.
     assert run.cwnd["ssthresh_pkts"].isna().sum() == 11 and (run.cwnd["ssthresh_pkts"] == 30).sum() == 90
     assert set(run.cwnd["flow"]) == {"bulk", "web#1"}
@@ -74,7 +74,7 @@ def test_load_sweep_gives_its_points_runs_metrics_and_series(make_sweep):
     assert metrics[metrics.maxq == 20]["rtt_ms.median"].mean() == pytest.approx(mean)
     assert sweep.metric(sweep.points[0], "rtt_ms.median")["mean"] == mean
     pings = sweep.series("ping")
-    assert list(pings.columns) == ["label", "maxq", "rep", "t_s", "rtt_ms"]
+    assert list(pings.columns) == ["label", "maxq", "rep", "t_s", "probe", "rtt_ms"]
     assert len(pings) == 3 * 100 and set(pings["rep"]) == {1, 2}
     runs = list(sweep.runs())
     assert len(runs) == 3 and runs[0][2].ping.equals(load_run(out / "maxq=20" / "rep1").ping)

@@ -32,8 +32,8 @@ def test_a_sweep_report_holds_what_ran_the_tables_and_every_figure(make_sweep, h
     assert path == out / "report.html"
     page = path.read_text()
     assert_self_contained(page)
-    assert page.count("<img ") == len(images(page)) == 11
-    assert page.count("<figcaption>") == 11
+    assert page.count("<img ") == len(images(page)) == 13
+    assert page.count("<figcaption>") == 13
     for heading in ("What was run", "Machine", "Topology", "Results per configuration", "Runs", "Figures"):
         assert f"<h2>{heading}</h2>" in page
     assert html.escape(hostile) in page and hostile not in page
@@ -57,14 +57,14 @@ def test_a_nic_sweep_report_shows_its_own_metrics(make_sweep):
         assert f"<th>{heading}</th>" in page
     assert "<h2>Topology</h2>" not in page
     assert "Not drawn: compare-cwnd" in page
-    assert len(images(page)) == 5
+    assert len(images(page)) == 7
 
 
 def test_a_run_report(make_run, hostile):
     run = make_run()
     page = write_report(run).read_text()
     assert_self_contained(page)
-    assert len(images(page)) == 5
+    assert len(images(page)) == 7
     assert "<td>bulk goodput</td>" in page and "web fetch mean ± sd" in page
     assert "<td>maxq</td><td>100</td>" in page and html.escape(hostile) in page and hostile not in page
 
@@ -73,7 +73,7 @@ def test_a_nic_run_report_has_its_numbers_and_only_the_figures_it_has_data_for(m
     page = write_report(make_run(kind="nic")).read_text()
     assert_self_contained(page)
     assert "<td>tcp.receiver_mbps</td>" in page and "<td>ping.avg_ms</td>" in page
-    assert len(images(page)) == 2  # rtt and throughput
+    assert len(images(page)) == 4  # rtt (over time, its CDF and box) and throughput
     assert "Not drawn: cwnd (no series/cwnd.csv), queue (no series/queue.csv), fetch (no series/fetch.csv)" in page
 
 

@@ -190,3 +190,37 @@ def test_a_workload_takes_its_sending_hosts_congestion_control(tmp_path):
     assert ccs == ["reno", "bbr", "cubic", "bbr"]  # the host's, unless the workload names its own
     spec.write_text(spec.read_text().replace('cc = "reno"\n', "").replace('cc = "bbr"\n', ""))
     assert [w.cc for w in load_experiment(spec).workloads] == ["cubic"] * 4  # no host names one
+
+
+def test_dscp_marks_by_name_or_number(tmp_path):
+    text = SPEC.replace('cc = "reno"', 'cc = "reno"\ndscp = "ef"').replace('interval = "10ms"', 'interval = "10ms"\ndscp = 10')
+    bulk, ping = load(tmp_path, text).workloads
+    assert (bulk.dscp, ping.dscp) == (46, 10)
+    for bad in ('"EX"', "64", "-1", "true", '"46"'):
+        error = error_of(tmp_path, SPEC.replace('cc = "reno"', f'cc = "reno"\ndscp = {bad}'))
+        assert error.field == "workloads[0].dscp" and "0-63" in error.message
+
+
+def test_an_irtt_probe_and_its_bounds(tmp_path):
+    probe = SPEC + '[[workloads]]\nkind = "irtt"\nfrom = "h1"\nto = "h2"\ndscp = "CS5"\ninterval = "{i}"\n'
+    irtt = load(tmp_path, probe.replace("{i}", "20ms")).workloads[2]
+    assert (irtt.kind, irtt.src, irtt.dst, irtt.interval_ns, irtt.dscp) == ("irtt", "h1", "h2", 20 * 10**6, 40)
+    assert error_of(tmp_path, probe.replace("{i}", "100us")).field == "workloads[2].interval"
+    assert error_of(tmp_path, probe.replace("{i}", "15s")).field == "workloads[2].interval"
+
+
+def test_a_stop_before_the_end(tmp_path):
+    text = SPEC.replace('cc = "reno"', 'cc = "reno"\nstart = "5s"\nstop = "-5s"')
+    bulk = load(tmp_path, text).workloads[0]
+    assert (bulk.start_ns, bulk.stop_ns) == (5 * 10**9, 15 * 10**9)
+    assert load(tmp_path, text, ["duration=30s"]).workloads[0].stop_ns == 25 * 10**9
+    assert error_of(tmp_path, text.replace('"-5s"', '"-20s"')).field == "workloads[0].stop"
+    assert error_of(tmp_path, text.replace('"-5s"', '"-15s"')).field == "workloads[0].start"
+
+
+def test_one_responsiveness_test_per_run_and_its_cc_owns_its_route(tmp_path):
+    test = '[[workloads]]\nkind = "responsiveness"\nserver = "h2"\nclient = "h1"\ncc = "bbr"\n'
+    assert error_of(tmp_path, SPEC + test + test.replace("bbr", "reno")).field == "workloads[3].kind"
+    reverse = SPEC.replace('from = "h1"\nto = "h2"\ncc = "reno"', 'from = "h2"\nto = "h1"\ncc = "reno"')
+    assert error_of(tmp_path, reverse + test).field == "workloads[0].cc"
+    assert load(tmp_path, reverse + test.replace("bbr", "reno")).workloads[2].cc == "reno"

@@ -13,7 +13,7 @@ from bloatlab.results.reader import load_sweep
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 EXPERIMENT_FIGURES = ["compare-cwnd", "compare-queue", "compare-rtt", "compare-throughput", "compare-fetch-box",
-                      "compare-fetch-cdf", "compare-throughput-vs-maxq", "compare-delay-vs-maxq",
+                      "compare-fetch-cdf", "compare-rtt-box", "compare-rtt-cdf", "compare-throughput-vs-maxq", "compare-delay-vs-maxq",
                       "compare-fetch-vs-maxq", "compare-queue-vs-maxq", "compare-tradeoff"]
 
 
@@ -99,7 +99,8 @@ def test_a_wide_numeric_axis_is_logarithmic_and_a_nic_sweep_skips_what_it_lacks(
     out = make_sweep(axes=(("txqueuelen", (1, 10, 100, 1000, 10000, 100000)),), kind="nic")
     drawn, built = figures_of(out)
     assert built.warnings == []
-    assert set(drawn) == {"compare-rtt", "compare-throughput", "compare-throughput-vs-txqueuelen",
+    assert set(drawn) == {"compare-rtt", "compare-rtt-box", "compare-rtt-cdf", "compare-throughput",
+                          "compare-throughput-vs-txqueuelen",
                           "compare-delay-vs-txqueuelen", "compare-tradeoff"}
     assert any("compare-cwnd" in s for s in built.skipped) and any("compare-fetch-box" in s for s in built.skipped)
     ax = drawn["compare-throughput-vs-txqueuelen"].figure.axes[0]
@@ -114,7 +115,7 @@ def test_a_discipline_axis_says_so_and_no_web_workload_means_no_fetch_figures(ma
     assert built.warnings == []
     assert "compare-fetch-box" not in drawn and "compare-fetch-vs-aqm" not in drawn
     assert drawn["compare-rtt"].figure.get_suptitle() == \
-        "Ping round-trip time over time, one line per queue discipline (aqm)"
+        "Round-trip time over time, one line per queue discipline (aqm)"
     assert "queue discipline (aqm) varies" in drawn["compare-rtt"].caption
     ax = drawn["compare-throughput-vs-aqm"].figure.axes[0]
     assert [t.get_text() for t in ax.get_xticklabels()] == ["taildrop", "red", "codel"]
@@ -123,7 +124,7 @@ def test_a_discipline_axis_says_so_and_no_web_workload_means_no_fetch_figures(ma
 def test_without_aggregate_json_the_time_series_are_still_drawn(make_sweep):
     out = make_sweep(aggregate=False)
     result = plot_sweep(out)
-    assert [p.stem for p in result.files] == EXPERIMENT_FIGURES[:6]
+    assert [p.stem for p in result.files] == EXPERIMENT_FIGURES[:8]
     assert result.warnings == ["aggregate.json is missing: no figures of the metrics against the parameters"]
 
 

@@ -295,6 +295,9 @@ impl Pipeline {
             let d = self.line.q.pop_front().unwrap();
             self.stats.departures += 1;
             self.stats.bytes_out += d.packet.len() as u64;
+            if let Some(codepoint) = crate::wire::dscp(&d.packet.data) {
+                self.stats.departures_by_dscp[codepoint as usize] += 1;
+            }
             out.push(d);
         }
     }

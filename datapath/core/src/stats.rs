@@ -40,7 +40,7 @@ impl<R: Reason> Counts<R> {
 }
 
 /// A link direction's counters beyond the queue's own.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub struct DirectionStats {
     pub arrivals: u64,
     pub bytes_in: u64,
@@ -48,4 +48,13 @@ pub struct DirectionStats {
     pub bytes_out: u64,
     /// Drops before the queue (loss, oversize, runt); the queue's drops are in QueueStats.
     pub drops: DropCounts,
+    /// Departures per DSCP (index: the codepoint), so a test can see marks reach the wire;
+    /// frames that are not IP are not counted here.
+    pub departures_by_dscp: [u64; 64],
+}
+
+impl Default for DirectionStats {
+    fn default() -> Self {
+        DirectionStats { arrivals: 0, bytes_in: 0, departures: 0, bytes_out: 0, drops: DropCounts::default(), departures_by_dscp: [0; 64] }
+    }
 }

@@ -1,5 +1,5 @@
-//! Just enough of Ethernet, IPv4 and IPv6 for queue disciplines: the ECN field (RFC 3168),
-//! marking Congestion Experienced with the IPv4 header checksum kept valid, and a flow key
+//! Just enough of Ethernet, IPv4 and IPv6 for queue disciplines: the DSCP and ECN fields
+//! (RFC 2474, RFC 3168), marking Congestion Experienced with the IPv4 header checksum kept valid, and a flow key
 //! for fair queueing. Frames that are not IP, or too short, are left alone.
 
 const ETH_HEADER: usize = 14;
@@ -62,6 +62,15 @@ pub fn ecn(frame: &[u8]) -> Option<Ecn> {
     match l3(frame)? {
         L3::V4(ip) => Some(Ecn::from_bits(frame[ip + 1])),
         L3::V6(ip) => Some(Ecn::from_bits(frame[ip + 1] >> 4)),
+    }
+}
+
+/// The frame's DSCP (the six high bits of IPv4's TOS or IPv6's traffic class, RFC 2474);
+/// None when it is not an IP packet.
+pub fn dscp(frame: &[u8]) -> Option<u8> {
+    match l3(frame)? {
+        L3::V4(ip) => Some(frame[ip + 1] >> 2),
+        L3::V6(ip) => Some(((frame[ip] & 0x0F) << 2) | (frame[ip + 1] >> 6)),
     }
 }
 
@@ -226,6 +235,19 @@ mod tests {
             assert_eq!(f[ETH_HEADER + 1], want, "DSCP bits kept");
             assert_eq!(ecn(&f), Some(Ecn::from_bits(want)));
         }
+    }
+
+    #[test]
+    fn dscp_is_the_tos_byte_without_ecn() {
+        for tos in 0..=255u8 {
+            assert_eq!(dscp(&v4(tos)), Some(tos >> 2), "tos {tos:#x}");
+        }
+        let mut f = vec![0u8; 14 + 40 + 8];
+        f[12..14].copy_from_slice(&ETHERTYPE_IPV6.to_be_bytes());
+        f[14] = 0x60 | 0x0B; // traffic class 0xB8 (EF, Not-ECT) across the two bytes
+        f[15] = 0x85;
+        assert_eq!(dscp(&f), Some(46));
+        assert_eq!(dscp(&f[..20]), None, "truncated");
     }
 
     #[test]

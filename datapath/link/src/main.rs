@@ -92,6 +92,9 @@ fn snapshot_json(s: &Snapshot) -> Value {
         "max_backlog_pkts": q.max_backlog_pkts, "max_backlog_bytes": q.max_backlog_bytes,
         "drops": drops_json(&s.dir.drops, &q.drops, s.rx_overrun, s.tx_error),
         "marks": q.marks.iter().map(|(name, n)| (name.to_string(), json!(n))).collect::<serde_json::Map<_, _>>(),
+        // Only the codepoints seen, by number ("46": EF).
+        "departures_by_dscp": s.dir.departures_by_dscp.iter().enumerate().filter(|(_, &n)| n > 0)
+            .map(|(c, &n)| (c.to_string(), json!(n))).collect::<serde_json::Map<_, _>>(),
         "depart_error_ns": {"count": s.late_count, "p50": s.late_p50_ns, "p99": s.late_p99_ns, "max": s.late_max_ns},
     })
 }

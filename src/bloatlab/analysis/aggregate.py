@@ -74,7 +74,9 @@ def series_rows(run_dir: Path) -> Iterable[tuple[str, str, str, str, str]]:
         text, _ = read_text(run_dir, name)
         if text is None or "t_s" not in text.columns:
             continue
-        key = series_columns(name)[1] or next((c for c in ("flow", "link", "workload") if c in text.columns), None)
+        key = series_columns(name)[1]
+        if key not in text.columns:  # another kind of series, or an old ping.csv without its probe column
+            key = next((c for c in ("flow", "link", "workload") if c in text.columns), None)
         fields = [c for c in text.columns if c not in ("t_s", key)]
         for row in text.to_dict("records"):
             for field in fields:

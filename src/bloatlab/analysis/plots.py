@@ -79,6 +79,7 @@ def build_figures(run_dir: Path | Run) -> tuple[dict[str, Figure], list[str]]:
     warnings: list[str] = []
     figures = {}
     for name, draw in (("cwnd", _cwnd_figure), ("queue", _queue_figure), ("rtt", _rtt_figure),
+                       ("rtt_cdf", _rtt_cdf_figure), ("rtt_box", _rtt_box_figure),
                        ("throughput", _throughput_figure), ("fetch", _fetch_figure)):
         figures[name] = draw(run, lambda message, name=name: warnings.append(f"{name}.png: {message}"))
     return figures, warnings
@@ -100,8 +101,11 @@ def _cwnd_figure(run: Run, warn: Warn) -> Figure:
         for j, s in enumerate(connections):
             label = f"{workload} ({len(connections)} connections)" if j == 0 else "_nolegend_"
             web_ax.plot(s["t_s"], s["cwnd_pkts"], color=f"C{i}", lw=0.8, label=label)
+    # Nothing to miss when no flow was traced: none of its kinds, or the spec turned the probe off.
+    traced = run.flows("bulk", "web") and dig(run.meta, "probes", "tcp") != "none"
     if reason:
-        warn(reason)
+        if traced:
+            warn(reason)
     else:
         _expect(bulk_ax, warn, run.flows("bulk"), bulk, "bulk flow", "cwnd.csv")
         _expect(web_ax, warn, run.flows("web"), workloads, "web workload", "cwnd.csv")
@@ -130,19 +134,66 @@ def _queue_figure(run: Run, warn: Warn) -> Figure:
     return fig
 
 
+LATENCY_PROBES = ("ping", "irtt", "responsiveness")  # the workloads that write series/ping.csv
+
+
 def _rtt_figure(run: Run, warn: Warn) -> Figure:
-    fig, (ax,) = _figure(run, "Ping round-trip time")
-    pings, reason = series_groups(run, "ping", ("t_s", "rtt_ms"), warn)
-    # Lost requests have no row: only summary.json counts them.
-    lost = dig(run.summary, "rtt_ms", "lost")
-    for s in pings.values():
-        label = f"{len(s['t_s'])} replies" + (f", {lost} lost" if isinstance(lost, int) else "")
-        ax.plot(s["t_s"], s["rtt_ms"], ".-", ms=2, lw=0.5, label=label)
-    if reason and not run.has_workload("ping"):
-        reason = "no ping workload"  # nothing was missed
+    fig, (ax,) = _figure(run, "Round-trip time")
+    probes, reason = _latency(run, warn)
+    for i, (name, s) in enumerate(probes.items()):
+        # Lost requests have no row: only summary.json counts them.
+        lost = dig(run.summary, "pings", name, "lost") if len(probes) > 1 else dig(run.summary, "rtt_ms", "lost")
+        label = f"{name}: " * bool(name) + f"{len(s['t_s'])} replies" + (f", {lost} lost" if isinstance(lost, int) else "")
+        ax.plot(s["t_s"], s["rtt_ms"], ".-", ms=2, lw=0.5, color=f"C{i}", label=label)
+    _finish(ax, run, "RTT (ms)", empty=reason)
+    return fig
+
+
+def _latency(run: Run, warn: Warn) -> tuple[dict[str, Series], str | None]:
+    """Each latency probe's samples, or why there are none (a warning only if some were due)."""
+    probes, reason = series_groups(run, "ping", ("t_s", "rtt_ms"), warn)
+    if reason and not any(run.has_workload(kind) for kind in LATENCY_PROBES):
+        reason = "no latency probe (ping, irtt or responsiveness)"  # nothing was missed
     elif reason:
         warn(reason)
-    _finish(ax, run, "RTT (ms)", empty=reason)
+    return probes, reason
+
+
+def _rtt_cdf_figure(run: Run, warn: Warn) -> Figure:
+    """RRUL's "ping CDF": the share of round trips at or below each RTT, per probe."""
+    fig, (ax,) = _figure(run, "Round-trip time distribution", xlabel="RTT (ms)")
+    probes, reason = _latency(run, lambda _: None)  # the time plot has said it
+    for i, (name, s) in enumerate(probes.items()):
+        rtts = np.sort(s["rtt_ms"][np.isfinite(s["rtt_ms"])])
+        if rtts.size:
+            median = float(np.median(rtts))
+            ax.step(rtts, np.arange(1, rtts.size + 1) / rtts.size, where="post", color=f"C{i}", lw=1.2,
+                    label=f"{name or 'ping'} (median {median:.1f} ms)")
+    if not ax.lines:
+        _note(ax, f"no data: {reason or 'no round trips'}")
+    ax.set_ylabel("fraction of round trips")
+    ax.set_ylim(0, 1.02)
+    ax.set_xlim(left=0)
+    _legend(ax)
+    return fig
+
+
+def _rtt_box_figure(run: Run, warn: Warn) -> Figure:
+    """RRUL's "box totals" for latency: a box per probe (quartiles, whiskers at p5 and p95)."""
+    fig, (ax,) = _figure(run, "Round-trip time per probe", xlabel="probe")
+    probes, reason = _latency(run, lambda _: None)
+    data = {name or "ping": s["rtt_ms"][np.isfinite(s["rtt_ms"])] for name, s in probes.items()}
+    data = {name: values for name, values in data.items() if values.size}
+    if data:
+        boxes = ax.boxplot(list(data.values()), whis=(5, 95), showfliers=False, patch_artist=True,
+                           medianprops={"color": "black"})
+        for i, box in enumerate(boxes["boxes"]):  # each probe in its colour, as in the other figures
+            box.set_facecolor(f"C{i}")
+        ax.set_xticks(range(1, len(data) + 1), list(data), rotation=20)
+    else:
+        _note(ax, f"no data: {reason or 'no round trips'}")
+    ax.set_ylabel("RTT (ms), whiskers p5-p95")
+    ax.set_ylim(bottom=0)
     return fig
 
 
@@ -209,7 +260,11 @@ def _finish(ax: Axes, run: Run, ylabel: str, empty: str | None) -> None:
             highs.append(a.dataLim.x1)
     if max(highs) > min(lows):
         ax.set_xlim(min(lows), max(highs))
-    handles, labels = ax.get_legend_handles_labels()
+    _legend(ax)
+
+
+def _legend(ax: Axes) -> None:
+    handles, _ = ax.get_legend_handles_labels()
     if handles:  # beside the axes: a legend must never hide data
         ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1), borderaxespad=0,
                   ncols=math.ceil(len(handles) / 12))

@@ -27,6 +27,7 @@ from bloatlab.analysis.plots import show_value as _show
 from bloatlab.analysis.summary import summary_lines
 from bloatlab.errors import BloatlabError
 from bloatlab.results.reader import Sweep, dig, flatten, is_run, is_sweep, load_run, load_sweep
+from bloatlab.results.stats import GRADE_CONVENTION, grade
 from bloatlab.specs.units import format_duration_ns, format_rate
 
 # Per-run figures: file stem -> (the series it needs, caption).
@@ -35,7 +36,12 @@ RUN_FIGURES = {
                      "and each web fetch's connection (bottom)."),
     "queue": ("queue", "Backlog of each probed queue over the run, in packets; dotted: the queue's packet "
                        "limit; the legend counts its drops."),
-    "rtt": ("ping", "Ping round-trip time of every reply over the run; lost requests have no point."),
+    "rtt": ("ping", "Round-trip time of every reply of each latency probe (ping, irtt, the responsiveness "
+                    "test's probes) over the run; lost requests have no point."),
+    "rtt_cdf": ("ping", "Distribution of each latency probe's round-trip times (RRUL's ping CDF): the share "
+                        "of replies at or below each RTT."),
+    "rtt_box": ("ping", "Round-trip time per latency probe (RRUL's box totals): box from the first to the "
+                        "third quartile, line at the median, whiskers at the 5th and 95th percentiles."),
     "throughput": ("throughput", "Throughput of each bulk and UDP flow per 100 ms interval, as its receiver "
                                  "counted it."),
     "fetch": ("fetch", "Duration of each web fetch against when it started; red crosses: failed fetches."),
@@ -43,6 +49,9 @@ RUN_FIGURES = {
 
 # The headline metrics of a sweep's table: (pattern, heading); "*" is a flow or link name.
 HEADLINE = (
+    ("responsiveness.rpm", "RPM"),
+    ("bufferbloat.increase_ms", "latency increase under load (ms)"),
+    ("totals_mbps.*", "goodput total * (Mbit/s)"),
     ("flows.*.goodput_mbps", "goodput * (Mbit/s)"),
     ("rtt_ms.median", "RTT median (ms)"),
     ("rtt_ms.p95", "RTT p95 (ms)"),
@@ -234,6 +243,7 @@ def _sweep_tables(sweep: Sweep) -> list[str]:
     columns = [(name, heading.replace("*", star).replace("  ", " ")) for pattern, heading in HEADLINE
                for name in names if (star := sweep_plots.match_metric(pattern, name)) is not None]
     axes = [n for n, _ in sweep.axes]
+    graded = "bufferbloat.increase_ms" in names
     n_of = {p.get("label"): p.get("n") for p in sweep.aggregate.get("points") or [] if isinstance(p, dict)}
     rows = []
     for point in sweep.points:
@@ -243,10 +253,14 @@ def _sweep_tables(sweep: Sweep) -> list[str]:
             mean, sd = stats.get("mean"), stats.get("sd")
             spread = f" ± {_number(sd, mean)}" if sd is not None else ""
             cells.append("-" if mean is None else _number(mean) + spread)
+        if graded:
+            cells.append(grade((sweep.metric(point, "bufferbloat.increase_ms") or {}).get("mean")) or "-")
         rows.append(cells)
     out = ["<p class=\"note\">Mean ± sample standard deviation over each point's complete runs (n); "
-           "no ± where n &lt; 2. Failed and incomplete runs do not count.</p>",
-           _table(["point", *axes, "n", *(h for _, h in columns)], rows, numeric_from=1 + len(axes))]
+           "no ± where n &lt; 2. Failed and incomplete runs do not count."
+           + (f" Grade: of the mean latency increase ({_e(GRADE_CONVENTION)}).</p>" if graded else "</p>"),
+           _table(["point", *axes, "n", *(h for _, h in columns), *(["grade"] if graded else [])], rows,
+                  numeric_from=1 + len(axes))]
     # Every metric, for whoever needs more than the headline: mean, sd and the 95% CI.
     detail = []
     for name in names:
@@ -301,8 +315,8 @@ def _run_report(run_dir: Path) -> str:
         sections += ["<h2>Topology</h2>", links]
     flows = meta.get("flows")
     if isinstance(flows, dict) and flows:
-        sections.append(_table(["flow", "kind", "from", "to", "congestion control"],
-                               [(n, f.get("kind"), f.get("src"), f.get("dst"), f.get("cc"))
+        sections.append(_table(["flow", "kind", "from", "to", "congestion control", "DSCP"],
+                               [(n, f.get("kind"), f.get("src"), f.get("dst"), f.get("cc"), f.get("dscp"))
                                 for n, f in flows.items() if isinstance(f, dict)]))
 
     sections.append("<h2>Results</h2>")

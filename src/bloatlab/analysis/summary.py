@@ -13,7 +13,27 @@ def show_number(value: Any, spec: str) -> str:
 def summary_lines(summary: dict[str, Any]) -> list[tuple[str, str]]:
     """(label, value) lines of a summary, for the terminal."""
     lines: list[tuple[str, str]] = []
+    test = summary.get("responsiveness")
+    if test:
+        lines.append(("responsiveness", f"{show_number(test.get('rpm'), '.0f')} RPM ({test.get('band') or '-'}), "
+                                        f"confidence {test.get('confidence')}"))
+        lines.append(("RPM foreign / loaded", f"{show_number(test.get('foreign_rpm'), '.0f')} / "
+                                              f"{show_number(test.get('loaded_rpm'), '.0f')}"))
+        for direction, mbps in (test.get("goodput_mbps") or {}).items():
+            lines.append((f"responsiveness goodput {direction}", f"{show_number(mbps, '.2f')} Mbit/s"))
+    bloat = summary.get("bufferbloat")
+    if bloat:
+        lines.append(("latency idle / under load", f"{show_number(bloat.get('idle_ms'), '.1f')} / "
+                                                   f"{show_number(bloat.get('loaded_ms'), '.1f')} ms"))
+        lines.append(("bufferbloat grade", f"{bloat.get('grade') or '-'} (+{show_number(bloat.get('increase_ms'), '.1f')} ms)"))
+    for pair, mbps in summary.get("totals_mbps", {}).items():
+        lines.append((f"goodput total {pair}", f"{show_number(mbps, '.2f')} Mbit/s"))
     for name, flow in summary.get("flows", {}).items():
+        if flow.get("kind") == "irtt":
+            lines.append((f"{name} loss up/down, jitter",
+                          f"{show_number(flow.get('loss_up_percent'), '.2f')}% / "
+                          f"{show_number(flow.get('loss_down_percent'), '.2f')}%, {show_number(flow.get('jitter_ms'), '.2f')} ms"))
+            continue
         value = f"{show_number(flow.get('goodput_mbps'), '.2f')} Mbit/s"
         if flow.get("retransmits") is not None:
             value += f", {flow['retransmits']} retransmits"
@@ -25,6 +45,10 @@ def summary_lines(summary: dict[str, Any]) -> list[tuple[str, str]]:
         lines.append(("ping RTT min/median/p95/max",
                       "/".join(show_number(rtt.get(k), ".1f") for k in ("min", "median", "p95", "max")) + " ms"))
         lines.append(("pings answered / lost", f"{rtt['count']} / {rtt.get('lost', 0)}"))
+    for name, probe in summary.get("pings", {}).items():
+        if probe.get("count"):
+            lines.append((f"{name} RTT median/p95", "/".join(show_number(probe.get(k), ".1f") for k in ("median", "p95"))
+                          + f" ms, {probe.get('lost', 0)} lost"))
     fetch = summary.get("fetch_s", {})
     if fetch.get("count") or fetch.get("failed"):
         lines.append(("web fetch mean +- sd", f"{show_number(fetch.get('mean'), '.3f')} +- {show_number(fetch.get('stddev'), '.3f')} s"))
@@ -58,8 +82,13 @@ def summary_table(columns: list[tuple[str, dict[str, Any]]]) -> str:
 def headline(summary: dict[str, Any]) -> str:
     """One line of a run's main numbers, for a sweep's log of finished runs."""
     parts = []
+    if test := summary.get("responsiveness"):
+        parts.append(f"{show_number(test.get('rpm'), '.0f')} RPM ({test.get('confidence')} confidence)")
+    if bloat := summary.get("bufferbloat"):
+        parts.append(f"grade {bloat.get('grade') or '-'} (+{show_number(bloat.get('increase_ms'), '.0f')} ms under load)")
     for name, flow in summary.get("flows", {}).items():
-        parts.append(f"{name} {show_number(flow.get('goodput_mbps'), '.2f')} Mbit/s")
+        if flow.get("goodput_mbps") is not None:
+            parts.append(f"{name} {show_number(flow.get('goodput_mbps'), '.2f')} Mbit/s")
     rtt = summary.get("rtt_ms", {})
     if rtt.get("count"):
         parts.append(f"RTT median {show_number(rtt.get('median'), '.1f')} p95 {show_number(rtt.get('p95'), '.1f')} ms")

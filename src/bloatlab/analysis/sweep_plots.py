@@ -73,6 +73,7 @@ def build_sweep_figures(sweep: Sweep) -> SweepFigures:
     for overlay in _OVERLAYS:
         _overlay_figure(sweep, result, *overlay)
     _fetch_figures(sweep, result)
+    _rtt_figures(sweep, result)
     if sweep.aggregate is None:
         result.warnings.append(f"{sweep.aggregate_problem}: no figures of the metrics against the parameters")
         result.skipped.append(f"metrics against the parameters: {sweep.aggregate_problem}")
@@ -129,7 +130,7 @@ _OVERLAYS: tuple[tuple[str, str, str, str, str, str, Callable[[str], bool]], ...
     ("compare-cwnd", "cwnd", "cwnd_pkts", "Congestion window", "cwnd (packets)", "default",
      lambda flow: not CONNECTION.match(flow)),  # the bulk flows; web fetches' connections are short
     ("compare-queue", "queue", "backlog_pkts", "Queue occupancy", "backlog (packets)", "steps-post", lambda link: True),
-    ("compare-rtt", "ping", "rtt_ms", "Ping round-trip time", "RTT (ms)", "default", lambda key: True),
+    ("compare-rtt", "ping", "rtt_ms", "Round-trip time", "RTT (ms)", "default", lambda key: True),
     ("compare-throughput", "throughput", "mbps", "Throughput", "throughput (Mbit/s)", "steps-pre", lambda flow: True),
 )
 
@@ -217,40 +218,71 @@ def _fetch_figures(sweep: Sweep, result: SweepFigures) -> None:
         result.warnings.append("compare-fetch: no successful web fetch in any run")
         result.skipped.append("compare-fetch-box, compare-fetch-cdf: no successful web fetch")
         return
+    ticks = [f"{len(s)} ok" + (f", {f} failed" if f else "") + f"\n{n} run{'s' if n != 1 else ''}"
+             for s, f, n in zip(seconds, failed, runs)]
+    _distribution_figures(sweep, result, "fetch", seconds, ticks, what="Web fetch duration", unit="s",
+                          samples="fetches", note="successful fetches only")
+
+
+def _rtt_figures(sweep: Sweep, result: SweepFigures) -> None:
+    """RRUL's "box totals" and "ping CDF" across points: every latency probe's round trips,
+    pooled over each point's complete repetitions."""
+    rtts, runs = [], []
+    for point in sweep.points:
+        pooled, counted = [], 0
+        for r in point.complete_runs():
+            run = sweep.run(r)
+            if run is None:
+                continue
+            groups, reason = series_groups(run, "ping", ("t_s", "rtt_ms"), lambda m: None)  # compare-rtt warns
+            if reason:
+                continue
+            counted += 1
+            pooled += [s["rtt_ms"][np.isfinite(s["rtt_ms"])] for s in groups.values()]
+        rtts.append(np.concatenate(pooled) if pooled else np.zeros(0))
+        runs.append(counted)
+    if not any(len(r) for r in rtts):
+        result.skipped.append("compare-rtt-box, compare-rtt-cdf: no complete run has round trips in series/ping.csv")
+        return
+    ticks = [f"{len(r)} RTTs\n{n} run{'s' if n != 1 else ''}" for r, n in zip(rtts, runs)]
+    _distribution_figures(sweep, result, "rtt", rtts, ticks, what="Round-trip time", unit="ms",
+                          samples="round trips", note="every latency probe (ping, irtt, responsiveness) together")
+
+
+def _distribution_figures(sweep: Sweep, result: SweepFigures, stem: str, values: list[np.ndarray], ticks: list[str],
+                          *, what: str, unit: str, samples: str, note: str) -> None:
+    """compare-STEM-box and compare-STEM-cdf: a box and a CDF of each point's pooled values."""
     words = varies(sweep)
     colours = _colours(len(sweep.points))
-    pooled = "all fetches of every complete repetition of each point"
+    pooled = f"all {samples} of every complete repetition of each point"
 
-    fig, ax = _new_figure(f"Web fetch duration for each {words}", _subtitle(sweep, pooled), "",
-                          "fetch duration (s)")
+    fig, ax = _new_figure(f"{what} for each {words}", _subtitle(sweep, pooled), "", f"{what.lower()} ({unit})")
     positions = np.arange(1, len(sweep.points) + 1)
-    present = [i for i, s in enumerate(seconds) if len(s)]
-    ax.boxplot([seconds[i] for i in present], positions=positions[present], showmeans=True, widths=0.6)
-    ticks = [f"{p.label}\n{len(s)} ok" + (f", {f} failed" if f else "") + f"\n{n} run{'s' if n != 1 else ''}"
-             for p, s, f, n in zip(sweep.points, seconds, failed, runs)]
-    ax.set_xticks(positions, ticks, fontsize=8, rotation=30 if len(ticks) > 5 else 0)
+    present = [i for i, v in enumerate(values) if len(v)]
+    ax.boxplot([values[i] for i in present], positions=positions[present], showmeans=True, widths=0.6)
+    labels = [f"{p.label}\n{t}" for p, t in zip(sweep.points, ticks)]
+    ax.set_xticks(positions, labels, fontsize=8, rotation=30 if len(labels) > 5 else 0)
     ax.set_xlim(0.4, len(sweep.points) + 0.6)
     ax.set_ylim(bottom=0)
-    result.drawn.append(Drawn("compare-fetch-box", fig,
-                              f"Web fetch duration for each sweep point ({words} varies), over {pooled}: "
-                              "box from the first to the third quartile, line at the median, triangle at "
-                              "the mean, whiskers to 1.5 × the interquartile range, circles beyond."))
+    result.drawn.append(Drawn(f"compare-{stem}-box", fig,
+                              f"{what} for each sweep point ({words} varies), over {pooled} ({note}): box from "
+                              "the first to the third quartile, line at the median, triangle at the mean, "
+                              "whiskers to 1.5 × the interquartile range, circles beyond."))
 
-    fig, ax = _new_figure(f"Web fetch duration CDF for each {words}", _subtitle(sweep, pooled),
-                          "fetch duration (s)", "fraction of fetches at most this long")
-    for i, (point, s) in enumerate(zip(sweep.points, seconds)):
-        if len(s):
-            ordered = np.sort(s)
-            # From 0 at the shortest fetch, a step up at each one.
-            ax.step(np.concatenate([ordered[:1], ordered]), np.arange(len(s) + 1) / len(s), where="post",
-                    color=colours[i],
-                    label=f"{point.label} (median {np.median(s):.3f} s, {len(s)} fetches)")
+    fig, ax = _new_figure(f"{what} CDF for each {words}", _subtitle(sweep, pooled),
+                          f"{what.lower()} ({unit})", f"fraction of {samples} at most this")
+    for i, (point, v) in enumerate(zip(sweep.points, values)):
+        if len(v):
+            ordered = np.sort(v)
+            # From 0 at the smallest value, a step up at each one.
+            ax.step(np.concatenate([ordered[:1], ordered]), np.arange(len(v) + 1) / len(v), where="post",
+                    color=colours[i], label=f"{point.label} (median {np.median(v):.3g} {unit}, {len(v)} {samples})")
     ax.set_ylim(0, 1.02)
     ax.set_xlim(left=0)
     _legend(ax)
-    result.drawn.append(Drawn("compare-fetch-cdf", fig,
-                              f"Cumulative distribution of web fetch durations for each sweep point "
-                              f"({words} varies), over {pooled}; successful fetches only."))
+    result.drawn.append(Drawn(f"compare-{stem}-cdf", fig,
+                              f"Cumulative distribution of {what.lower()} for each sweep point ({words} varies), "
+                              f"over {pooled} ({note})."))
 
 
 # Metrics against the swept parameter ---------------------------------------------------------
@@ -269,6 +301,11 @@ _METRIC_FIGURES = (
     ("delay", "Delay", "RTT (ms)", _DELAY),
     ("fetch", "Web fetch time", "mean fetch duration (s)", ((("fetch_s.mean", "mean fetch duration"),),)),
     ("queue", "Queue occupancy", "mean backlog (packets)", ((("queue.*.mean_pkts", "mean backlog *"),),)),
+    ("rpm", "Responsiveness", "round trips per minute (RPM)", ((("responsiveness.rpm", "RPM"),
+                                                                   ("responsiveness.foreign_rpm", "foreign RPM"),
+                                                                   ("responsiveness.loaded_rpm", "loaded RPM")),)),
+    ("bloat", "Latency increase under load", "mean RTT under load - idle (ms)",
+     ((("bufferbloat.increase_ms", "latency increase"),),)),
 )
 
 

@@ -17,9 +17,10 @@ class Collected:
 
     flows: dict[str, dict[str, Any]] = field(default_factory=dict)  # summary.json "flows"
     throughput: list[tuple[float, str, float]] = field(default_factory=list)  # t_s, flow, mbps
-    ping: list[tuple[float, float]] = field(default_factory=list)  # t_s, rtt_ms
+    ping: list[tuple[float, str, float]] = field(default_factory=list)  # t_s, probe, rtt_ms: every latency probe's
     ping_lost: int = 0
-    per_ping: dict[str, tuple[list[float], int]] = field(default_factory=dict)  # workload: rtts, lost
+    per_ping: dict[str, tuple[list[float], int]] = field(default_factory=dict)  # probe: rtts, lost
+    responsiveness: dict[str, Any] | None = None  # the responsiveness test's result (one per run)
     fetch: list[tuple[float, float, str, int]] = field(default_factory=list)  # t_s, s, workload, ok
     errors: list[str] = field(default_factory=list)  # the workload failed: the run is incomplete
     warnings: list[str] = field(default_factory=list)  # worth saying, but measurements (a failed fetch)
@@ -30,6 +31,7 @@ class Collected:
         self.ping += other.ping
         self.ping_lost += other.ping_lost
         self.per_ping.update(other.per_ping)
+        self.responsiveness = other.responsiveness or self.responsiveness
         self.fetch += other.fetch
         self.errors += other.errors
         self.warnings += other.warnings

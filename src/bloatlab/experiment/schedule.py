@@ -12,7 +12,7 @@ from bloatlab import interrupts
 from bloatlab.experiment.clock import Clock
 
 if TYPE_CHECKING:
-    from bloatlab.experiment.workloads import Running
+    from bloatlab.experiment.running import Running
 
 TICK_S = 0.05  # how often the schedule looks at the clock
 END_GRACE_S = 10.0  # iperf3 clients finish their last interval and report after the schedule ends

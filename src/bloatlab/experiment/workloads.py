@@ -1,22 +1,22 @@
 """Workloads: the traffic of a run, as real tools in the hosts' namespaces.
 
-    bulk  iperf3 TCP client in `from`, one-shot server in `to`
-    udp   iperf3 UDP at a rate, likewise
-    ping  ping -D at an interval
-    web   python's http.server (bloatlab.experiment.httpd) in `server` with one object; curl in `client` fetches it
+    bulk            iperf3 TCP client in `from`, one-shot server in `to`
+    udp             iperf3 UDP at a rate, likewise
+    ping            ping -D at an interval
+    irtt            irtt client in `from` against an irtt server in `to`: UDP round trips
+    web             python's http.server (bloatlab.experiment.httpd) in `server` with one object;
+                    curl in `client` fetches it
+    responsiveness  the IETF responsiveness test (bloatlab.experiment.responsiveness)
 
-Each workload goes through prepare() (servers, before t0), start() and stop() on the
-schedule, end() (whatever still runs is ended: also the Ctrl-C path) and collect(), which
-reads the tools' raw outputs (kept in RUN/raw/) into series rows and summary numbers.
-Times are seconds since the run's t0 on CLOCK_MONOTONIC; ping's wall-clock -D stamps are
-moved onto it with the offset measured at t0.
+Each is a Running (running.py). Times are seconds since the run's t0 on CLOCK_MONOTONIC;
+ping's and irtt's wall-clock stamps are moved onto it with the offset measured at t0.
 """
 
 from __future__ import annotations
 
+import json
 import random
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -25,86 +25,18 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bloatlab.errors import BloatlabError, MachineError
+from bloatlab.errors import BloatlabError
 from bloatlab.experiment.clock import Clock
 from bloatlab.experiment.hosts import Hosts
 from bloatlab.experiment.parsers import IperfResult, parse_iperf3, parse_iperf3_intervals, parse_ping_replies, parse_ping_summary
 from bloatlab.experiment.record import Collected
-from bloatlab.specs.model import Bulk, Ping, Udp, Web, Workload
-from bloatlab.testbed import capabilities
+from bloatlab.experiment.responsiveness.workload import ResponsivenessTest
+from bloatlab.experiment.running import Running, wait_listening
+from bloatlab.specs import dscp
+from bloatlab.specs.model import Bulk, Irtt, Ping, Responsiveness, Udp, Web, Workload
+from bloatlab.testbed import capabilities, machine
 
-LISTEN_TIMEOUT_S = 5.0
 IPERF_INTERVAL_S = 0.1
-
-
-def wait_listening(net: Hosts, host: str, port: int, what: str, timeout_s: float = LISTEN_TIMEOUT_S) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        out = net.exec(host, ["ss", "-Hltn", f"sport = :{port}"]).stdout
-        if out.strip():
-            return
-        time.sleep(0.02)
-    raise MachineError(f"the {what} in {host} did not listen on port {port} within {timeout_s:g} s")
-
-
-def pick_ports(count: int, rng: random.Random | None = None) -> list[int]:
-    """Distinct ports for a run's servers. Random, so two runs at once (whose hosts all have
-    10.0.0.x addresses) can tell their flows apart in the global tcp_probe tracepoint."""
-    rng = rng or random.SystemRandom()
-    return rng.sample(range(20000, 60000), count)
-
-
-class Running:
-    """A workload being run; subclasses know their tool."""
-
-    def __init__(self, workload: Workload, net: Hosts, raw_dir: Path, clock: Clock, port: int):
-        self.w = workload
-        self.net = net
-        self.raw = raw_dir
-        self.clock = clock
-        self.port = port
-        self.procs: list[subprocess.Popen] = []
-        self.started = False
-
-    def prepare(self) -> None:
-        """Before t0: start servers."""
-
-    def start(self) -> None:
-        raise NotImplementedError
-
-    def stop(self) -> None:
-        """The schedule says stop (the default: the tool ends by itself)."""
-
-    def wait(self, deadline: float) -> None:
-        """Wait (until time.monotonic() `deadline`) for the tools to end by themselves."""
-        for proc in self.procs:
-            remaining = deadline - time.monotonic()
-            if remaining > 0 and proc.poll() is None:
-                try:
-                    proc.wait(timeout=remaining)
-                except subprocess.TimeoutExpired:
-                    pass
-
-    def end(self) -> None:
-        """End whatever still runs: SIGINT first (tools print their summaries), then SIGKILL."""
-        for proc in self.procs:
-            if proc.poll() is None:
-                proc.send_signal(signal.SIGINT)
-        for proc in self.procs:
-            try:
-                proc.wait(timeout=3)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-
-    def collect(self) -> Collected:
-        raise NotImplementedError
-
-    def _spawn(self, host: str, argv: list[str], out: Path, **kwargs: Any) -> subprocess.Popen:
-        with open(out, "wb") as f:
-            proc = self.net.popen(host, argv, stdout=f, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, **kwargs)
-        self.procs.append(proc)
-        return proc
 
 
 class _Timestamped:
@@ -170,7 +102,7 @@ class BulkFlow(IperfFlow):
     w: Bulk
 
     def client_args(self) -> list[str]:
-        args = ["-C", self.w.cc]
+        args = ["-C", self.w.cc, *(["--dscp", str(self.w.dscp)] if self.w.dscp else [])]
         if self.w.buffer_bytes:
             args += ["-w", str(self.w.buffer_bytes)]
         return args
@@ -178,26 +110,27 @@ class BulkFlow(IperfFlow):
     def flow_summary(self, result: IperfResult) -> dict[str, Any]:
         return {"goodput_mbps": result.receiver_bps / 1e6, "sender_mbps": result.sender_bps / 1e6,
                 "retransmits": result.retransmits, "seconds": result.seconds, "cc": self.w.cc,
-                "src": self.w.src, "dst": self.w.dst}
+                "src": self.w.src, "dst": self.w.dst, "dscp": dscp.name(self.w.dscp)}
 
 
 class UdpFlow(IperfFlow):
     w: Udp
 
     def client_args(self) -> list[str]:
-        return ["-u", "-b", str(self.w.rate_bps)]
+        return ["-u", "-b", str(self.w.rate_bps), *(["--dscp", str(self.w.dscp)] if self.w.dscp else [])]
 
     def flow_summary(self, result: IperfResult) -> dict[str, Any]:
         return {"goodput_mbps": result.receiver_bps / 1e6, "sender_mbps": result.sender_bps / 1e6,
                 "lost_percent": result.lost_percent, "jitter_ms": result.jitter_ms,
-                "seconds": result.seconds, "src": self.w.src, "dst": self.w.dst}
+                "seconds": result.seconds, "src": self.w.src, "dst": self.w.dst, "dscp": dscp.name(self.w.dscp)}
 
 
 class PingFlow(Running):
     w: Ping
 
     def start(self) -> None:
-        argv = ["ping", "-D", "-n", "-i", f"{self.w.interval_ns / 1e9:g}", self.net.address(self.w.dst)]
+        argv = ["ping", "-D", "-n", "-i", f"{self.w.interval_ns / 1e9:g}", "-Q", str(dscp.tos(self.w.dscp)),
+                self.net.address(self.w.dst)]
         self._spawn(self.w.src, argv, self.raw / f"{self.w.name}.ping.txt")
         self.started = True
 
@@ -210,14 +143,61 @@ class PingFlow(Running):
             return got
         text = (self.raw / f"{self.w.name}.ping.txt").read_text(errors="replace")
         offset = self.clock.t0_real
-        got.ping = [(r.t_s - offset, r.rtt_ms) for r in parse_ping_replies(text) if r.t_s is not None]
+        got.ping = [(r.t_s - offset, self.w.name, r.rtt_ms) for r in parse_ping_replies(text) if r.t_s is not None]
         try:
             summary = parse_ping_summary(text)
             # The request sent just before SIGINT may still be on its way: not lost.
             got.ping_lost = max(0, summary.transmitted - summary.received - 1)
         except BloatlabError as e:
             got.errors.append(f"{self.w.name}: {e}")
-        got.per_ping[self.w.name] = ([rtt for _, rtt in got.ping], got.ping_lost)
+        got.per_ping[self.w.name] = ([rtt for *_, rtt in got.ping], got.ping_lost)
+        return got
+
+
+class IrttProbe(Running):
+    """irtt: a server in `to`, a client in `from` sending a UDP request every interval for the
+    workload's window; its JSON (raw/NAME.irtt.json) has every round trip with wall-clock
+    stamps, and the loss each way."""
+
+    w: Irtt
+
+    def prepare(self) -> None:
+        address = f"{self.net.address(self.w.dst)}:{self.port}"
+        # --timeout: a client that vanishes is forgotten; its session never outlives the run.
+        self._spawn(self.w.dst, ["irtt", "server", "-b", address, "--timeout=30s"], self.raw / f"{self.w.name}.server.txt")
+        wait_listening(self.net, self.w.dst, self.port, f"irtt server of {self.w.name}", udp=True)
+
+    def start(self) -> None:
+        argv = ["irtt", "client", "-Q", "-i", f"{self.w.interval_ns}ns", "-d", f"{self.w.stop_ns - self.w.start_ns}ns",
+                f"--dscp={dscp.tos(self.w.dscp)}", "-o", str(self.raw / f"{self.w.name}.irtt.json"),
+                f"{self.net.address(self.w.dst)}:{self.port}"]
+        self._spawn(self.w.src, argv, self.raw / f"{self.w.name}.client.txt")
+        self.started = True
+
+    def collect(self) -> Collected:
+        got = Collected()
+        if not self.started:
+            return got
+        path = self.raw / f"{self.w.name}.irtt.json"
+        try:
+            doc = json.loads(path.read_text())
+            trips, stats = doc["round_trips"], doc["stats"]
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            tail = (self.raw / f"{self.w.name}.client.txt").read_text(errors="replace").strip().splitlines()[-1:]
+            got.errors.append(f"{self.w.name}: irtt wrote no results ({tail[0] if tail else e})")
+            return got
+        offset = self.clock.t0_real
+        got.ping = [(t["timestamps"]["client"]["send"]["wall"] / 1e9 - offset, self.w.name, t["delay"]["rtt"] / 1e6)
+                    for t in trips if t.get("lost") == "false" and "rtt" in t.get("delay", {})]
+        got.ping_lost = int(stats.get("packets_sent", 0)) - int(stats.get("packets_received", 0))
+        got.per_ping[self.w.name] = ([rtt for *_, rtt in got.ping], got.ping_lost)
+        ipdv = stats.get("ipdv_round_trip") or {}
+        got.flows[self.w.name] = {
+            "kind": "irtt", "src": self.w.src, "dst": self.w.dst, "dscp": dscp.name(self.w.dscp),
+            "sent": stats.get("packets_sent"), "received": stats.get("packets_received"),
+            "loss_up_percent": stats.get("upstream_loss_percent"),
+            "loss_down_percent": stats.get("downstream_loss_percent"),
+            "jitter_ms": ipdv["mean"] / 1e6 if "mean" in ipdv else None}
         return got
 
 
@@ -309,15 +289,25 @@ class WebFetches(Running):
         return got
 
 
-RUNNERS = {"bulk": BulkFlow, "udp": UdpFlow, "ping": PingFlow, "web": WebFetches}
+# The tools each kind runs (testbed.machine.TOOLS knows their packages), checked before a run builds anything.
+TOOLS_OF = {"bulk": ("iperf3",), "udp": ("iperf3",), "ping": ("ping",), "irtt": ("irtt",), "web": ("curl",),
+            "responsiveness": ("nghttpd", "openssl")}
+
+RUNNERS = {"bulk": BulkFlow, "udp": UdpFlow, "ping": PingFlow, "irtt": IrttProbe, "web": WebFetches,
+           "responsiveness": ResponsivenessTest}
 
 
 def running(workload: Workload, net: Hosts, raw_dir: Path, clock: Clock, port: int) -> Running:
     return RUNNERS[workload.kind](workload, net, raw_dir, clock, port)
 
 
+def check_tools(workloads: list[Workload]) -> None:
+    """Every tool the workloads run is installed; else one error naming the packages."""
+    machine.check_tools([tool for w in workloads for tool in TOOLS_OF[w.kind]], field="workloads")
+
+
 def check_congestion_controls(workloads: list[Workload]) -> None:
     """Every TCP workload's congestion control must be one this kernel has."""
     for index, w in enumerate(workloads):
-        if isinstance(w, (Bulk, Web)):
+        if isinstance(w, (Bulk, Web)) or isinstance(w, Responsiveness) and w.cc:
             capabilities.check_congestion_control(w.cc, f"workloads[{index}].cc")

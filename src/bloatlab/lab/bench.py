@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from bloatlab.experiment.parsers import IperfResult, parse_iperf3, parse_ping_replies, parse_ping_summary, parse_ss_tin
-from bloatlab.experiment.workloads import wait_listening
+from bloatlab.experiment.running import wait_listening
 from bloatlab.progress import Progress, ticking
 from bloatlab.specs.model import DirectionSpec, HostSpec, LinkSpec, QueueSpec, Topology
 from bloatlab.specs.units import format_duration_ns, format_rate

@@ -18,6 +18,7 @@ from bloatlab import binaries
 from bloatlab.errors import MachineError
 from bloatlab.specs.model import DirectionSpec, QueueSpec
 from bloatlab.testbed import capabilities
+from bloatlab.testbed.machine import TOOLS
 from bloatlab.testbed.links.kernel import kernel_needs
 from bloatlab.version import __version__
 
@@ -39,16 +40,6 @@ QDISC_SOURCES: dict[str, tuple[str, str]] = {
     "pie": ("sch_pie", "CONFIG_NET_SCH_PIE"),
     "cake": ("sch_cake", "CONFIG_NET_SCH_CAKE"),
     "fq": ("sch_fq", "CONFIG_NET_SCH_FQ"),
-}
-
-# Tool -> (arguments that print its version, Debian package).
-TOOLS: dict[str, tuple[list[str], str]] = {
-    "iperf3": (["--version"], "iperf3"),
-    "ping": (["-V"], "iputils-ping"),
-    "curl": (["--version"], "curl"),
-    "ethtool": (["--version"], "ethtool"),
-    "tc": (["-V"], "iproute2"),
-    "ip": (["-V"], "iproute2"),
 }
 
 # Link features, as doctor's table of backends names them.
@@ -143,7 +134,7 @@ def _probe_tun() -> bool | None:
 
 def _probe_tools() -> dict[str, dict[str, str | None]]:
     tools: dict[str, dict[str, str | None]] = {}
-    for name, (version_args, _package) in TOOLS.items():
+    for name, (version_args, _pattern, _package) in TOOLS.items():
         path = capabilities.which(name)
         version = None
         if path is not None:
@@ -287,7 +278,7 @@ def render(report: dict[str, Any], ascii_only: bool = False) -> str:
 
     section("Tools")
     for name, tool in report["tools"].items():
-        package = TOOLS.get(name, ([], name))[1]
+        package = TOOLS[name][2] if name in TOOLS else name
         if tool["path"]:
             version = tool["version"] or "version unknown"
             if len(version) > _VERSION_WIDTH:  # curl's first line lists every library it links

@@ -29,7 +29,8 @@ from bloatlab.experiment.clock import Clock
 from bloatlab.experiment.probes import QueueSource, RunProbes, choose_tcp_probe
 from bloatlab.experiment.record import Collected, RunRecord
 from bloatlab.experiment.schedule import play
-from bloatlab.experiment.workloads import Running, check_congestion_controls, pick_ports, running
+from bloatlab.experiment.running import Running, pick_ports
+from bloatlab.experiment.workloads import check_congestion_controls, check_tools, running
 from bloatlab.interrupts import Interrupts
 from bloatlab.lab.executors import Executor, RunResult, Tick
 from bloatlab.lab.sweep import Axis, SweepOutcome, run_sweep
@@ -101,6 +102,7 @@ class Run:
             raise BloatlabError(f"{self.dir.path} already holds a run; choose another --out or remove it",
                                 field="--out")
         check_congestion_controls(list(self.exp.workloads))
+        check_tools(list(self.exp.workloads))
         tcp_flows = any(isinstance(w, (Bulk, Web)) for w in self.exp.workloads)
         self.record.tcp_probe = choose_tcp_probe(self.exp.probes.tcp) if tcp_flows else "none"
         try:

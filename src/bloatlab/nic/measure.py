@@ -171,7 +171,7 @@ def throughput_rows(doc: dict[str, Any], flow: str, offset_s: float) -> tuple[li
 @dataclass
 class PingOutcome:
     summary: dict[str, Any]
-    rows: list[tuple[float, float]] = field(default_factory=list)  # t_s, rtt_ms
+    rows: list[tuple[float, str, float]] = field(default_factory=list)  # t_s, probe ("ping"), rtt_ms
 
 
 def ping_outcome(text: str, t0_real: float) -> PingOutcome:
@@ -183,4 +183,4 @@ def ping_outcome(text: str, t0_real: float) -> PingOutcome:
     return PingOutcome(
         {"min_ms": summary.min_ms, "avg_ms": summary.avg_ms, "max_ms": summary.max_ms, "mdev_ms": summary.mdev_ms,
          "median_ms": statistics.median(rtts) if rtts else None, "count": len(rtts), "lost": lost},
-        [(r.t_s - t0_real, r.rtt_ms) for r in replies if r.t_s is not None])
+        [(r.t_s - t0_real, "ping", r.rtt_ms) for r in replies if r.t_s is not None])

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 SERIES_COLUMNS = {
-    "ping": ("t_s", "rtt_ms"),
+    "ping": ("t_s", "probe", "rtt_ms"),
     "cwnd": ("t_s", "flow", "cwnd_pkts", "ssthresh_pkts", "srtt_ms"),
     "queue": ("t_s", "link", "backlog_pkts", "backlog_bytes", "drops"),
     "fetch": ("t_s", "seconds", "workload", "ok"),
@@ -21,7 +21,7 @@ SERIES_COLUMNS = {
 }
 # The column that says which flow, link or workload a row belongs to; a series without one is
 # a single series of values.
-SERIES_KEYS = {"cwnd": "flow", "queue": "link", "fetch": "workload", "throughput": "flow"}
+SERIES_KEYS = {"ping": "probe", "cwnd": "flow", "queue": "link", "fetch": "workload", "throughput": "flow"}
 
 
 class RunDir:

@@ -6,7 +6,7 @@ Flent reads every data file through its ResultSet:
     import bloatlab
     run = bloatlab.load_run("results/cs244-maxq100-20261121-101500")
     run.summary["rtt_ms"]["median"]         # summary.json
-    run.ping                                # DataFrame: t_s, rtt_ms
+    run.ping                                # DataFrame: t_s, probe, rtt_ms
     run.cwnd[run.cwnd.flow == "bulk"]        # t_s, flow, cwnd_pkts, ssthresh_pkts, srtt_ms
     sweep = bloatlab.load_sweep("results/qlen")
     sweep.metrics()                         # one row per complete run: its point, rep and every number
@@ -134,6 +134,8 @@ def read_series(run_dir: Path, name: str, columns: tuple[str, ...] | None = None
     if key is None and name not in SERIES_COLUMNS:  # a series of another kind: every column but the key
         key = next((c for c in text.columns if c in SERIES_KEYS.values()), None)
     wanted = columns if columns is not None else (known or tuple(c for c in text.columns if c != key))
+    if key and key not in text.columns and name == "ping":  # bloatlab 0.2.0 wrote one probe, unnamed
+        text.insert(1, key, "")
     lacking = [c for c in (*([key] if key else []), *wanted) if c not in text.columns]
     if lacking:
         return Series(name, pd.DataFrame(), f"series/{name}.csv has no column {', '.join(lacking)}")
@@ -252,7 +254,8 @@ class Run:
 
     @property
     def ping(self) -> pd.DataFrame:
-        """t_s, rtt_ms: every ping reply (series/ping.csv)."""
+        """t_s, probe, rtt_ms: every latency probe's round trips, ping's, irtt's and the
+        responsiveness test's (series/ping.csv)."""
         return self.series("ping")
 
     @property

@@ -96,3 +96,25 @@ def describe_sample(values: Sequence[float]) -> dict[str, float | int | None]:
         half = t_quantile((1 + CONFIDENCE) / 2, n - 1) * sd / math.sqrt(n)
         out.update(sd=sd, ci95_low=mean - half, ci95_high=mean + half)
     return out
+
+
+# Bufferbloat grade -------------------------------------------------------------------------
+
+# DSLReports' speed test grades (FAQ 17930; Waveform's test uses the same): the rise of the
+# mean RTT under load over the idle mean, in ms, below each bound. No "E".
+GRADES = ((5.0, "A+"), (30.0, "A"), (60.0, "B"), (200.0, "C"), (400.0, "D"))
+GRADE_CONVENTION = "DSLReports: latency increase under load < 5 ms A+, < 30 A, < 60 B, < 200 C, < 400 D, else F"
+
+
+def grade(increase_ms: float | None) -> str | None:
+    """The letter for a latency increase under load (ms); None when it is unknown."""
+    if increase_ms is None or not math.isfinite(increase_ms):
+        return None
+    return next((letter for bound, letter in GRADES if increase_ms < bound), "F")
+
+
+def bufferbloat(idle_ms: float | None, loaded_ms: float | None) -> dict[str, float | str | None]:
+    """summary.json's "bufferbloat": idle and loaded latency, the increase and its grade."""
+    increase = loaded_ms - idle_ms if idle_ms is not None and loaded_ms is not None else None
+    return {"idle_ms": idle_ms, "loaded_ms": loaded_ms, "increase_ms": increase, "grade": grade(increase),
+            "convention": GRADE_CONVENTION}

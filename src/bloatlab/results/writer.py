@@ -8,14 +8,14 @@ from typing import Any
 
 from bloatlab.experiment.record import QUEUE_NUMBERS, RunRecord
 from bloatlab.results.files import RunDir
-from bloatlab.results.stats import FETCH_STATS, RTT_STATS, describe
+from bloatlab.results.stats import FETCH_STATS, RTT_STATS, bufferbloat, describe
 from bloatlab.version import __version__
 
 
 def summary(record: RunRecord) -> dict[str, Any]:
     """summary.json: the headline numbers, statistics over the samples."""
     collected = record.collected
-    rtts = [rtt for _, rtt in collected.ping]
+    rtts = [rtt for *_, rtt in collected.ping]
     fetches = [s for _, s, _, ok in collected.fetch if ok]
     rtt = describe(rtts, RTT_STATS)
     rtt["lost"] = collected.ping_lost
@@ -26,10 +26,50 @@ def summary(record: RunRecord) -> dict[str, Any]:
              for name in record.experiment.probes.queue}
     doc = {"complete": record.complete, "duration_s": record.duration_s, "flows": collected.flows,
            "rtt_ms": rtt, "fetch_s": fetch, "queue": queue}
-    if len(collected.per_ping) > 1:  # RTT under each phase of load (txqueuelen: TCP, then UDP)
+    if len(collected.per_ping) > 1:  # RTT per probe, or under each phase of load (txqueuelen)
         doc["pings"] = {name: {**describe(rtts, RTT_STATS), "lost": lost}
                         for name, (rtts, lost) in collected.per_ping.items()}
+    totals: dict[str, float] = {}  # goodput per pair of hosts, where several flows share it (RRUL's totals)
+    for flow in collected.flows.values():
+        if flow.get("kind") in LOADS and flow.get("goodput_mbps") is not None:
+            pair = f"{flow['src']}->{flow['dst']}"
+            totals[pair] = totals.get(pair, 0.0) + flow["goodput_mbps"]
+    if len(collected.flows) > 1 and totals:
+        doc["totals_mbps"] = totals
+    if collected.responsiveness is not None:
+        doc["responsiveness"] = collected.responsiveness
+    if (latency := idle_and_loaded(record)) is not None:
+        doc["bufferbloat"] = bufferbloat(*latency)
     return doc
+
+
+LOADS = ("bulk", "udp")
+SETTLE_S = 1.0  # after the first load starts, before its queue counts as loaded
+
+
+def idle_and_loaded(record: RunRecord) -> tuple[float | None, float | None] | None:
+    """The idle and the loaded latency (ms) the grade compares, or None when the run has no
+    such comparison. A responsiveness test measures its own: idle probes, then the round trip
+    its RPM stands for (60000 / RPM). Otherwise the latency probes' mean before the first bulk
+    or UDP flow starts, against their mean while one runs (from SETTLE_S after the first start),
+    as the DSLReports and Waveform tests average."""
+    collected = record.collected
+    test = collected.responsiveness
+    if test is not None:
+        rpm = test.get("rpm")
+        return test.get("idle_latency_ms"), (60000 / rpm if rpm else None)
+    loads = [w for w in record.experiment.workloads if w.kind in LOADS]
+    if not loads or not collected.ping:
+        return None
+    first = min(w.start_ns for w in loads) / 1e9
+
+    def loaded(t: float) -> bool:
+        return t >= first + SETTLE_S and any(w.start_ns / 1e9 <= t < w.stop_ns / 1e9 for w in loads)
+
+    idle = [rtt for t, _, rtt in collected.ping if 0 <= t < first]
+    busy = [rtt for t, _, rtt in collected.ping if loaded(t)]
+    mean = describe(idle, ("mean",))["mean"], describe(busy, ("mean",))["mean"]
+    return mean[0], mean[1]
 
 
 def run_document(record: RunRecord) -> dict[str, Any]:
@@ -48,11 +88,12 @@ def run_document(record: RunRecord) -> dict[str, Any]:
         links.append(entry)
     flows = {}
     for w in exp.workloads:
-        if w.kind in ("bulk", "udp"):
+        if w.kind in ("bulk", "udp", "irtt"):
             flows[w.name] = {"kind": w.kind, "src": w.src, "dst": w.dst, "port": record.ports.get(w.name),
-                             "cc": getattr(w, "cc", None)}
-        elif w.kind == "web":
-            flows[w.name] = {"kind": "web", "src": w.server, "dst": w.client, "port": record.ports.get(w.name),
+                             "cc": getattr(w, "cc", None), "dscp": w.dscp}
+        elif w.kind in ("web", "responsiveness"):
+            # src is the server (downloads' sender); the run's RPM test may load both ways.
+            flows[w.name] = {"kind": w.kind, "src": w.server, "dst": w.client, "port": record.ports.get(w.name),
                              "cc": w.cc}
     return {
         "bloatlab_version": __version__, "name": exp.name, "preset": exp.preset, "source": exp.source,

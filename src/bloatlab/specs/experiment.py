@@ -28,8 +28,9 @@ from pathlib import Path
 from typing import Any
 
 from bloatlab.errors import SpecError, show
-from bloatlab.specs.model import (DEFAULT_WEB_SIZE_BYTES, PARAM_TYPES, TCP_PROBES, WORKLOAD_KINDS, Bulk, Experiment, Param, Ping, Probes,
-                                 Topology, Udp, Web, Workload)
+from bloatlab.specs.dscp import parse_dscp
+from bloatlab.specs.model import (DEFAULT_WEB_SIZE_BYTES, DIRECTIONS, PARAM_TYPES, TCP_PROBES, WORKLOAD_KINDS, Bulk, Experiment, Irtt,
+                                 Param, Ping, Probes, Responsiveness, Topology, Udp, Web, Workload)
 from bloatlab.specs.reading import check_keys, congestion_control, field_of, load_toml
 from bloatlab.specs.topology import parse_topology
 from bloatlab.specs.units import parse_duration_ns, parse_percent, parse_rate, parse_size_bytes
@@ -40,6 +41,8 @@ PLACEHOLDER_RE = re.compile(r"\{([a-z][a-z0-9_]*)\}")
 MAX_DURATION_NS = 24 * 3600 * 10**9
 DEFAULT_CC = "cubic"  # a TCP workload's, where neither it nor its sending host names one
 MIN_PING_INTERVAL_NS = 10 * 10**6  # what the issue promises; ping itself goes lower as root
+MIN_IRTT_INTERVAL_NS = 10**6  # irtt's own floor is lower; below 1 ms the probes are load
+MIN_RESPONSIVENESS_NS = 6 * 10**9  # its idle probes and MAD (4) one-second intervals at least
 
 SPEC_KEYS = ("name", "description", "duration", "seed", "repeat", "params", "topology", "workloads", "probes")
 MAX_REPEAT = 1000
@@ -49,10 +52,12 @@ COMMON_WORKLOAD_KEYS = ("kind", "name", "start", "stop", "enabled")
 SWITCHES = {True: True, False: False, "on": True, "off": False, "true": True, "false": False,
             "yes": True, "no": False}
 WORKLOAD_KEYS = {
-    "bulk": ("from", "to", "cc", "buffer"),
-    "udp": ("from", "to", "rate"),
-    "ping": ("from", "to", "interval"),
+    "bulk": ("from", "to", "cc", "buffer", "dscp"),
+    "udp": ("from", "to", "rate", "dscp"),
+    "ping": ("from", "to", "interval", "dscp"),
+    "irtt": ("from", "to", "interval", "dscp"),
     "web": ("server", "client", "size", "every", "count", "timeout", "cc"),
+    "responsiveness": ("server", "client", "direction", "cc"),
 }
 
 
@@ -394,7 +399,7 @@ def _parse_workloads(raw: object, topology: Topology, duration_ns: int) -> list[
             raise SpecError(f"{show(name)} already names an earlier workload; give each a distinct name",
                             field=field_of(where, "name"))
         start = parse_duration_ns(table.get("start", "0s"), field_of(where, "start"))
-        stop = parse_duration_ns(table["stop"], field_of(where, "stop")) if "stop" in table else duration_ns
+        stop = _stop(table, where, duration_ns)
         if stop > duration_ns:
             raise SpecError(f"{show(table['stop'])} is after the end of the run; stop at most at the duration",
                             field=field_of(where, "stop"))
@@ -414,12 +419,38 @@ def _parse_workloads(raw: object, topology: Topology, duration_ns: int) -> list[
                             field=field_of(where, "enabled"))
         if SWITCHES[enabled]:
             workloads.append(workload)
+    tests = [index for index, w in enumerate(workloads) if isinstance(w, Responsiveness)]
+    if len(tests) > 1:
+        raise SpecError("a run holds one responsiveness test; its result is the run's RPM",
+                        field=field_of(field_of("workloads", tests[1]), "kind"))
+    for test in (workloads[i] for i in tests):
+        for index, w in enumerate(workloads):
+            sender = (w.src, w.dst) if isinstance(w, Bulk) else (w.server, w.client) if isinstance(w, Web) else None
+            if test.cc and sender == (test.server, test.client) and w.cc != test.cc:
+                raise SpecError(f"the responsiveness test gives every TCP connection from {test.server} to "
+                                f"{test.client} its cc ({test.cc}); use that cc here too, or another pair of hosts",
+                                field=field_of(field_of("workloads", index), "cc"))
     web_cc: dict[str, str] = {}
     for index, w in enumerate(workloads):
         if isinstance(w, Web) and web_cc.setdefault(w.server, w.cc) != w.cc:
             raise SpecError(f"another web workload on {w.server} uses {web_cc[w.server]}; a host's web "
                             "servers share one congestion control", field=field_of(field_of("workloads", index), "cc"))
     return workloads
+
+
+def _stop(table: dict[str, Any], where: str, duration_ns: int) -> int:
+    """When a workload stops: the run's end unless given; "-5s" is 5 s before the end, so a
+    spec can keep an idle tail whatever its duration."""
+    if "stop" not in table:
+        return duration_ns
+    text = table["stop"]
+    if isinstance(text, str) and text.strip().startswith("-"):
+        before = parse_duration_ns(text.strip()[1:], field_of(where, "stop"))
+        if before >= duration_ns:
+            raise SpecError(f"{show(text)} is before the run starts; the run lasts {duration_ns / 1e9:g} s",
+                            field=field_of(where, "stop"))
+        return duration_ns - before
+    return parse_duration_ns(text, field_of(where, "stop"))
 
 
 def _host(table: dict[str, Any], key: str, where: str, topology: Topology) -> str:
@@ -456,7 +487,11 @@ def _parse_bulk(table, where, topology, common) -> Bulk:
     _whole_seconds(common, where)
     cc = _cc(table, where, topology.host_cc(src))
     buffer = parse_size_bytes(table["buffer"], field_of(where, "buffer")) if "buffer" in table else None
-    return Bulk(**common, src=src, dst=dst, cc=cc, buffer_bytes=buffer)
+    return Bulk(**common, src=src, dst=dst, cc=cc, buffer_bytes=buffer, dscp=_dscp(table, where))
+
+
+def _dscp(table: dict[str, Any], where: str) -> int:
+    return parse_dscp(table.get("dscp", 0), field_of(where, "dscp"))
 
 
 def _parse_udp(table, where, topology, common) -> Udp:
@@ -467,7 +502,7 @@ def _parse_udp(table, where, topology, common) -> Udp:
     rate = parse_rate(table["rate"], field_of(where, "rate"))
     if rate is None:
         raise SpecError('a UDP flow needs a finite rate, e.g. rate = "5mbit"', field=field_of(where, "rate"))
-    return Udp(**common, src=src, dst=dst, rate_bps=rate)
+    return Udp(**common, src=src, dst=dst, rate_bps=rate, dscp=_dscp(table, where))
 
 
 def _parse_ping(table, where, topology, common) -> Ping:
@@ -475,7 +510,18 @@ def _parse_ping(table, where, topology, common) -> Ping:
     interval = parse_duration_ns(table.get("interval", "100ms"), field_of(where, "interval"), allow_zero=False)
     if interval < MIN_PING_INTERVAL_NS:
         raise SpecError(f'{show(table["interval"])} is below the minimum "10ms"', field=field_of(where, "interval"))
-    return Ping(**common, src=src, dst=dst, interval_ns=interval)
+    return Ping(**common, src=src, dst=dst, interval_ns=interval, dscp=_dscp(table, where))
+
+
+def _parse_irtt(table, where, topology, common) -> Irtt:
+    src, dst = _two_hosts(table, where, topology, "from", "to")
+    interval = parse_duration_ns(table.get("interval", "100ms"), field_of(where, "interval"), allow_zero=False)
+    if interval < MIN_IRTT_INTERVAL_NS:
+        raise SpecError(f'{show(table["interval"])} is below the minimum "1ms"', field=field_of(where, "interval"))
+    if (common["stop_ns"] - common["start_ns"]) < 2 * interval:
+        raise SpecError("the probe must run for at least two intervals; lengthen it or shorten the interval",
+                        field=field_of(where, "interval"))
+    return Irtt(**common, src=src, dst=dst, interval_ns=interval, dscp=_dscp(table, where))
 
 
 def _parse_web(table, where, topology, common) -> Web:
@@ -491,7 +537,21 @@ def _parse_web(table, where, topology, common) -> Web:
                timeout_ns=timeout, cc=_cc(table, where, topology.host_cc(server)))
 
 
-_KIND_PARSERS = {"bulk": _parse_bulk, "udp": _parse_udp, "ping": _parse_ping, "web": _parse_web}
+def _parse_responsiveness(table, where, topology, common) -> Responsiveness:
+    server, client = _two_hosts(table, where, topology, "server", "client")
+    direction = table.get("direction", "down")
+    if direction not in DIRECTIONS:
+        raise SpecError(f"{show(direction)} is not a direction; choose one of: {', '.join(DIRECTIONS)} "
+                        "(down: from the server to the client)", field=field_of(where, "direction"))
+    if common["stop_ns"] - common["start_ns"] < MIN_RESPONSIVENESS_NS:
+        raise SpecError('the test needs at least "6s" (idle probes, then four one-second intervals); start it '
+                        "earlier or stop it later", field=field_of(where, "stop"))
+    cc = congestion_control(table["cc"], field_of(where, "cc")) if "cc" in table else topology.host_cc(client)
+    return Responsiveness(**common, server=server, client=client, direction=direction, cc=cc)
+
+
+_KIND_PARSERS = {"bulk": _parse_bulk, "udp": _parse_udp, "ping": _parse_ping, "irtt": _parse_irtt, "web": _parse_web,
+                 "responsiveness": _parse_responsiveness}
 
 
 def _parse_probes(raw: object, topology: Topology) -> Probes:

@@ -16,7 +16,8 @@ BACKENDS = ("auto", "userspace", "kernel")
 # "sender", on the sending node's own interface as a NIC's queue is (kernel backend only).
 QUEUE_AT = ("link", "sender")
 PARAM_TYPES = ("rate", "duration", "size", "int", "float", "percent", "string")
-WORKLOAD_KINDS = ("bulk", "udp", "ping", "web")
+WORKLOAD_KINDS = ("bulk", "udp", "ping", "irtt", "web", "responsiveness")
+DIRECTIONS = ("down", "up", "both")  # a responsiveness test's, seen from its client
 TCP_PROBES = ("auto", "tracepoint", "ss", "off")
 DEFAULT_WEB_SIZE_BYTES = 180_000  # about the index page the CS244 original fetched
 
@@ -223,6 +224,7 @@ class Bulk(FromTo):
 
     cc: str = "cubic"
     buffer_bytes: int | None = None  # socket buffer (iperf3 -w); None: the kernel's autotuning
+    dscp: int = 0  # the codepoint its packets carry (specs/dscp.py)
 
 
 @dataclass(frozen=True)
@@ -230,6 +232,7 @@ class Udp(FromTo):
     """iperf3 UDP at a constant rate from src to dst."""
 
     rate_bps: int = 0
+    dscp: int = 0
 
 
 @dataclass(frozen=True)
@@ -237,6 +240,15 @@ class Ping(FromTo):
     """ICMP echo from src to dst every interval."""
 
     interval_ns: int = 100 * 10**6
+    dscp: int = 0
+
+
+@dataclass(frozen=True)
+class Irtt(FromTo):
+    """UDP round trips with irtt: a server in dst, a client in src sending every interval."""
+
+    interval_ns: int = 100 * 10**6
+    dscp: int = 0
 
 
 @dataclass(frozen=True)
@@ -252,6 +264,18 @@ class Web(Workload):
     count: int = 3
     timeout_ns: int = 30 * 10**9
     cc: str = "cubic"
+
+
+@dataclass(frozen=True)
+class Responsiveness(Workload):
+    """The IETF responsiveness test (RPM): an HTTP/2 server in `server`, the test's client in
+    `client`, loading the path `direction` (down: server to client) for at most the window.
+    `cc` is the client's sockets' congestion control; the server's is its host's."""
+
+    server: str = ""
+    client: str = ""
+    direction: str = "down"  # one of DIRECTIONS
+    cc: str | None = None
 
 
 @dataclass(frozen=True)

@@ -12,11 +12,27 @@ from typing import Any
 
 from bloatlab import proc
 from bloatlab.errors import MachineError
-from bloatlab.testbed import netns
+from bloatlab.testbed import capabilities, netns
 
 SYSCTLS = ("net.ipv4.tcp_congestion_control", "net.ipv4.tcp_ecn", "net.ipv4.tcp_sack",
            "net.ipv4.tcp_timestamps", "net.ipv4.tcp_rmem", "net.ipv4.tcp_wmem", "net.core.default_qdisc",
            "net.ipv4.tcp_no_metrics_save")
+
+
+# The tools runs use: name -> (arguments that print its version, a pattern for the version in
+# it, the Debian package). doctor lists them; run.json records their versions.
+TOOLS: dict[str, tuple[list[str], str, str]] = {
+    "iperf3": (["--version"], r"iperf (\S+)", "iperf3"),
+    "ping": (["-V"], r"iputils[- ](s?\d[\w.]*)", "iputils-ping"),
+    "curl": (["--version"], r"curl (\S+)", "curl"),
+    "irtt": (["version"], r"irtt version: (\S+)", "irtt"),
+    "nghttpd": (["--version"], r"nghttp2/(\S+)", "nghttp2-server"),
+    "openssl": (["version"], r"OpenSSL (\S+)", "openssl"),
+    "ethtool": (["--version"], r"ethtool version (\S+)", "ethtool"),
+    "tc": (["-V"], r"iproute2-([\w.]+)", "iproute2"),
+    "ip": (["-V"], r"iproute2-([\w.]+)", "iproute2"),
+}
+RECORDED = ("iperf3", "ping", "curl", "irtt", "nghttpd", "tc")  # in every run.json
 
 
 def _version(argv: list[str], pattern: str) -> str | None:
@@ -29,12 +45,16 @@ def _version(argv: list[str], pattern: str) -> str | None:
 
 
 def tool_versions() -> dict[str, str | None]:
-    return {
-        "iperf3": _version(["iperf3", "--version"], r"iperf (\S+)"),
-        "ping": _version(["ping", "-V"], r"iputils[- ](s?\d[\w.]*)"),
-        "curl": _version(["curl", "--version"], r"curl (\S+)"),
-        "tc": _version(["tc", "-V"], r"iproute2-([\w.]+)"),
-    }
+    return {name: _version([name, *TOOLS[name][0]], TOOLS[name][1]) for name in RECORDED}
+
+
+def check_tools(names: list[str], field: str | None = None) -> None:
+    """A MachineError naming the Debian packages to install, unless every tool is on PATH."""
+    missing = [name for name in dict.fromkeys(names) if capabilities.which(name) is None]
+    if missing:
+        packages = " ".join(dict.fromkeys(TOOLS[name][2] for name in missing))
+        raise MachineError(f"{', '.join(missing)} not installed; apt-get install {packages} (make setup does)",
+                           field=field)
 
 
 def machine() -> dict[str, Any]:

@@ -271,3 +271,21 @@ fn accounting_holds_under_random_traffic() {
         }
     }
 }
+
+#[test]
+fn departures_are_counted_per_dscp() {
+    let mut p = Pipeline::new(&cfg(Rate::Unlimited, 0, QueueConfig::DropTail(Limit::Packets(100))), Instant(0));
+    for (tos, count) in [(0xb8u8, 3), (0x20, 2), (0x00, 1)] {
+        for _ in 0..count {
+            let mut f = crate::wire::synthetic_ipv4_udp(1, crate::wire::Ecn::NotEct, 200);
+            f[15] = tos; // the checksum is not checked on the way through
+            f.resize(200, 0);
+            p.arrive(Instant(0), f);
+        }
+    }
+    p.arrive(Instant(0), frame(100)); // not IP: counted as a departure, under no codepoint
+    poll_at(&mut p, MS);
+    let s = p.stats();
+    assert_eq!((s.departures, s.departures_by_dscp[46], s.departures_by_dscp[8], s.departures_by_dscp[0]), (7, 3, 2, 1));
+    assert_eq!(s.departures_by_dscp.iter().sum::<u64>(), 6);
+}

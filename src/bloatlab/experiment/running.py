@@ -1,0 +1,93 @@
+"""What every workload is: a Running, which a run drives through prepare (servers, before t0),
+start and stop on the schedule, end (whatever still runs is ended: also the Ctrl-C path) and
+collect (the tools' raw outputs, kept in RUN/raw/, read into a Collected). The kinds are in
+workloads.py and responsiveness/.
+"""
+
+from __future__ import annotations
+
+import random
+import signal
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+from bloatlab.errors import MachineError
+from bloatlab.experiment.clock import Clock
+from bloatlab.experiment.hosts import Hosts
+from bloatlab.experiment.record import Collected
+from bloatlab.specs.model import Workload
+
+LISTEN_TIMEOUT_S = 5.0
+
+
+def wait_listening(net: Hosts, host: str, port: int, what: str, timeout_s: float = LISTEN_TIMEOUT_S,
+                   udp: bool = False) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        out = net.exec(host, ["ss", "-Hlun" if udp else "-Hltn", f"sport = :{port}"]).stdout
+        if out.strip():
+            return
+        time.sleep(0.02)
+    raise MachineError(f"the {what} in {host} did not listen on port {port} within {timeout_s:g} s")
+
+
+def pick_ports(count: int, rng: random.Random | None = None) -> list[int]:
+    """Distinct ports for a run's servers. Random, so two runs at once (whose hosts all have
+    10.0.0.x addresses) can tell their flows apart in the global tcp_probe tracepoint."""
+    rng = rng or random.SystemRandom()
+    return rng.sample(range(20000, 60000), count)
+
+
+class Running:
+    """A workload being run; subclasses know their tool."""
+
+    def __init__(self, workload: Workload, net: Hosts, raw_dir: Path, clock: Clock, port: int):
+        self.w = workload
+        self.net = net
+        self.raw = raw_dir
+        self.clock = clock
+        self.port = port
+        self.procs: list[subprocess.Popen] = []
+        self.started = False
+
+    def prepare(self) -> None:
+        """Before t0: start servers."""
+
+    def start(self) -> None:
+        raise NotImplementedError
+
+    def stop(self) -> None:
+        """The schedule says stop (the default: the tool ends by itself)."""
+
+    def wait(self, deadline: float) -> None:
+        """Wait (until time.monotonic() `deadline`) for the tools to end by themselves."""
+        for proc in self.procs:
+            remaining = deadline - time.monotonic()
+            if remaining > 0 and proc.poll() is None:
+                try:
+                    proc.wait(timeout=remaining)
+                except subprocess.TimeoutExpired:
+                    pass
+
+    def end(self) -> None:
+        """End whatever still runs: SIGINT first (tools print their summaries), then SIGKILL."""
+        for proc in self.procs:
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGINT)
+        for proc in self.procs:
+            try:
+                proc.wait(timeout=3)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+    def collect(self) -> Collected:
+        raise NotImplementedError
+
+    def _spawn(self, host: str, argv: list[str], out: Path, **kwargs: Any) -> subprocess.Popen:
+        with open(out, "wb") as f:
+            proc = self.net.popen(host, argv, stdout=f, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, **kwargs)
+        self.procs.append(proc)
+        return proc

@@ -1,0 +1,116 @@
+"""The field's yardsticks in real namespaces at 10 Mbit/s: RRUL's eight marked flows with ping
+and irtt probes (the DSCP marks counted on the bottleneck by the datapath), and the IETF
+responsiveness test against a real nghttpd (droptail with 100 packets about 60000 / 141 RPM,
+fq_codel far higher). Neither leaves a server or a file behind."""
+
+import csv
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from bloatlab.lab.run import run_experiment
+from bloatlab.specs.experiment import load_preset
+
+pytestmark = pytest.mark.netns
+
+MARKS = {"BE": "0", "BK": "8", "CS5": "40", "EF": "46"}
+
+
+def running(name: str) -> list[str]:
+    """Processes called `name` (none of ours may outlive a run; the machine runs none of its own)."""
+    return subprocess.run(["pgrep", "-a", "-x", name], capture_output=True, text=True).stdout.splitlines()
+
+
+@pytest.fixture(scope="module")
+def rrul(tmp_path_factory):
+    exp = load_preset("rrul", ["duration=14s", "idle=3s", "cc=reno"])
+    outcome = run_experiment(exp, tmp_path_factory.mktemp("rrul") / "run", progress=False)
+    assert outcome.complete, outcome.reason
+    return outcome
+
+
+def test_rrul_carries_eight_flows_and_their_marks_reach_the_bottleneck(rrul):
+    summary = rrul.summary
+    flows = {name: f for name, f in summary["flows"].items() if f["kind"] == "bulk"}
+    assert len(flows) == 8 and all(f["goodput_mbps"] > 0.1 for f in flows.values()), flows
+    payload = 10 * 1448 / 1514  # 8 s of load in a 14 s run: each way's total near the payload rate
+    for pair in ("h1->h2", "h2->h1"):
+        assert 0.75 * payload <= summary["totals_mbps"][pair] <= payload * 1.02, summary["totals_mbps"]
+    stats = json.loads((rrul.run_dir / "run.json").read_text())["datapath_stats"]
+    for direction in ("s0->h2", "h2->s0"):  # uploads' data and downloads' data cross the bottleneck
+        by_dscp = stats[direction]["departures_by_dscp"]
+        for mark, code in MARKS.items():
+            assert by_dscp.get(code, 0) > 100, (direction, mark, by_dscp)
+    # Each upload's data segments carry its mark: EF counts its flow's ~1/4 of the data plus irtt EF.
+    up = stats["s0->h2"]["departures_by_dscp"]
+    assert up["46"] > 0.1 * stats["s0->h2"]["departures"]
+
+
+def test_rrul_measures_latency_under_load_and_grades_it(rrul):
+    summary = rrul.summary
+    bloat = summary["bufferbloat"]
+    # Idle: 20 ms base. Loaded: two full 100-packet tail-drop queues (121 ms each way at most).
+    assert 19 <= bloat["idle_ms"] <= 25, bloat
+    assert 60 <= bloat["loaded_ms"] <= 20 + 2 * 121 + 10, bloat
+    assert bloat["grade"] in ("C", "D"), bloat
+    probes = summary["pings"]
+    assert set(probes) == {"icmp", "udp_ef", "udp_be"}
+    assert all(p["count"] >= 100 for p in probes.values()), probes
+    for name in ("udp_ef", "udp_be"):
+        irtt = summary["flows"][name]
+        assert irtt["kind"] == "irtt" and irtt["sent"] >= 100 and irtt["jitter_ms"] is not None, irtt
+    with open(rrul.run_dir / "series" / "ping.csv") as f:
+        assert {row["probe"] for row in csv.DictReader(f)} == {"icmp", "udp_ef", "udp_be"}
+    assert (rrul.run_dir / "plots" / "rtt_cdf.png").stat().st_size > 10_000
+    assert (rrul.run_dir / "plots" / "rtt_box.png").stat().st_size > 10_000
+    assert not running("irtt")
+
+
+@pytest.fixture(scope="module")
+def rpm(tmp_path_factory):
+    out = {}
+    for aqm in ("taildrop", "fq_codel"):
+        exp = load_preset("responsiveness", [f"aqm={aqm}", "cc=reno", "duration=30s"])
+        outcome = run_experiment(exp, tmp_path_factory.mktemp("rpm") / aqm, progress=False)
+        assert outcome.complete, outcome.reason
+        out[aqm] = outcome.summary
+    return out
+
+
+def test_droptail_100_packets_at_10_mbit_holds_about_141_ms(rpm):
+    test = rpm["taildrop"]["responsiveness"]
+    assert test["method"] == "draft-ietf-ippm-responsiveness-08"
+    assert test["confidence"] in ("high", "medium"), test
+    assert 300 <= test["rpm"] <= 700, test  # 60000 / 141 ms = 425
+    assert 19 <= test["idle_latency_ms"] <= 30, test
+    assert 8.0 <= test["goodput_mbps"]["down"] <= 10.0, test
+    assert rpm["taildrop"]["bufferbloat"]["grade"] in ("B", "C"), rpm["taildrop"]["bufferbloat"]
+
+
+def test_fq_codel_is_far_more_responsive(rpm):
+    slow, fast = rpm["taildrop"]["responsiveness"]["rpm"], rpm["fq_codel"]["responsiveness"]["rpm"]
+    assert fast >= 2 * slow, (slow, fast)
+    assert rpm["fq_codel"]["bufferbloat"]["grade"] in ("A+", "A"), rpm["fq_codel"]["bufferbloat"]
+
+
+def test_the_test_leaves_no_server_and_no_files(rpm):
+    assert not running("nghttpd")
+    assert not list(Path("/tmp").glob("bloatlab-nq-*"))
+
+
+def test_an_rrul_sweep_of_disciplines_tells_the_story_in_its_report(tmp_path):
+    out = tmp_path / "story"
+    result = subprocess.run([sys.executable, "-m", "bloatlab", "run", "--preset", "rrul", "--sweep",
+                             "aqm=taildrop,fq_codel", "--set", "duration=10s", "--set", "idle=2s", "--set", "cc=reno",
+                             "--out", str(out), "--quiet"], capture_output=True, text=True, timeout=240)
+    assert result.returncode == 0, result.stderr
+    report = (out / "report.html").read_text()
+    assert "latency increase under load (ms)" in report and "<th>grade</th>" in report
+    for figure in ("compare-rtt-cdf.png", "compare-rtt-box.png", "compare-bloat-vs-aqm.png"):
+        assert (out / "plots" / figure).is_file(), figure
+    aggregate = {row["label"]: row for row in csv.DictReader(open(out / "aggregate.csv"))}
+    increase = {label: float(row["bufferbloat.increase_ms.mean"]) for label, row in aggregate.items()}
+    assert increase["aqm=fq_codel"] < increase["aqm=taildrop"] / 3, increase

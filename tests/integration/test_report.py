@@ -162,7 +162,7 @@ def test_a_sweep_report_renders_with_every_figure(browser, make_sweep, hostile):
     report = write_report(out)
     url = report.as_uri()
     page = browser.open(url)
-    assert_renders_cleanly(page, url, figures=11)
+    assert_renders_cleanly(page, url, figures=13)
     assert page["title"] == "bloatlab sweep: cs244"  # the hostile name did not rewrite it
     assert page["h1"] == ["Sweep report: cs244"]
     assert page["h2"] == ["What was run", "Machine", "Topology", "Results per configuration", "Runs", "Figures"]
@@ -175,14 +175,14 @@ def test_a_sweep_report_renders_with_every_figure(browser, make_sweep, hostile):
 def test_a_nic_sweep_report_renders(browser, make_sweep):
     report = write_report(make_sweep(axes=(("txqueuelen", (1, 1000, 100000)),), kind="nic"))
     page = browser.open(report.as_uri())
-    assert_renders_cleanly(page, report.as_uri(), figures=5)
+    assert_renders_cleanly(page, report.as_uri(), figures=7)
     assert {"TCP receiver (Mbit/s)", "ping avg (ms)", "ping mdev (ms)"} <= set(page["headers"])
 
 
 def test_a_run_report_renders(browser, make_run):
     report = write_report(make_run())
     page = browser.open(report.as_uri())
-    assert_renders_cleanly(page, report.as_uri(), figures=5)
+    assert_renders_cleanly(page, report.as_uri(), figures=7)
     assert page["h1"] == ["Run report: cs244 " + '<script>document.title="pwned"</script>&<b>']
     assert page["h2"] == ["What was run", "Machine", "Topology", "Results", "Figures"]
 
@@ -208,4 +208,4 @@ def test_dump_dom_shows_the_report(chromium, make_sweep, tmp_path):
                              report.as_uri()], capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr[-2000:]
     assert "<h1>Sweep report: cs244</h1>" in result.stdout
-    assert result.stdout.count("<figure>") == 11 and "<h2>Results per configuration</h2>" in result.stdout
+    assert result.stdout.count("<figure>") == 13 and "<h2>Results per configuration</h2>" in result.stdout

@@ -7,6 +7,7 @@ import csv
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -20,8 +21,10 @@ MARKS = {"BE": "0", "BK": "8", "CS5": "40", "EF": "46"}
 
 
 def running(name: str) -> list[str]:
-    """Processes called `name` (none of ours may outlive a run; the machine runs none of its own)."""
-    return subprocess.run(["pgrep", "-a", "-x", name], capture_output=True, text=True).stdout.splitlines()
+    """Live processes called `name` (none of ours may outlive a run; the machine runs none of its
+    own). Zombies are not counted: this machine's init reaps orphans late."""
+    out = subprocess.run(["ps", "-C", name, "-o", "pid=,stat="], capture_output=True, text=True).stdout
+    return [line for line in out.splitlines() if not line.split()[1].startswith("Z")]
 
 
 @pytest.fixture(scope="module")
@@ -98,7 +101,7 @@ def test_fq_codel_is_far_more_responsive(rpm):
 
 def test_the_test_leaves_no_server_and_no_files(rpm):
     assert not running("nghttpd")
-    assert not list(Path("/tmp").glob("bloatlab-nq-*"))
+    assert not list(Path("/run/bloatlab").glob("*/nq-*"))  # the site went with its network
 
 
 def test_an_rrul_sweep_of_disciplines_tells_the_story_in_its_report(tmp_path):
@@ -114,3 +117,25 @@ def test_an_rrul_sweep_of_disciplines_tells_the_story_in_its_report(tmp_path):
     aggregate = {row["label"]: row for row in csv.DictReader(open(out / "aggregate.csv"))}
     increase = {label: float(row["bufferbloat.increase_ms.mean"]) for label, row in aggregate.items()}
     assert increase["aqm=fq_codel"] < increase["aqm=taildrop"] / 3, increase
+
+
+def test_a_killed_test_leaves_its_server_to_clean(tmp_path):
+    """SIGKILL gives the run no chance to stop nghttpd or the client: `bloatlab clean` ends them
+    with the network, and the site's files go with its state directory."""
+    run = subprocess.Popen([sys.executable, "-m", "bloatlab", "run", "--preset", "responsiveness", "--set", "cc=reno",
+                            "--out", str(tmp_path / "killed"), "--quiet"], stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 30
+        while not running("nghttpd") and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert running("nghttpd"), "the server never started"
+        time.sleep(3)  # the client is loading the path
+    finally:
+        run.kill()
+        run.wait()
+    assert running("nghttpd") and list(Path("/run/bloatlab").glob("*/nq-rpm"))
+    clean = subprocess.run([sys.executable, "-m", "bloatlab", "clean"], capture_output=True, text=True, timeout=60)
+    assert clean.returncode == 0, clean.stderr
+    assert not running("nghttpd")
+    assert not list(Path("/run/bloatlab").glob("*/nq-*"))

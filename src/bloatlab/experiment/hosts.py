@@ -7,11 +7,15 @@ from __future__ import annotations
 
 import subprocess
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any, Protocol
 
 
 class Hosts(Protocol):
     name: str  # the network's name: probes key what they leave on the machine by it
+    # The network's own directory, removed with it (also by `bloatlab clean` after a crash):
+    # where a workload keeps files that must not outlive the network.
+    state_dir: Path
 
     def exec(self, host: str, argv: Sequence[str], *, input: str | None = None, timeout_s: float | None = None,
              check: bool = False) -> subprocess.CompletedProcess[str]:

@@ -19,7 +19,6 @@ import random
 import shutil
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from pathlib import Path
@@ -207,7 +206,8 @@ class WebFetches(Running):
     w: Web
 
     def prepare(self) -> None:
-        self.docroot = Path(tempfile.mkdtemp(prefix="bloatlab-web-"))
+        self.docroot = self.net.state_dir / f"web-{self.w.name}"  # goes with the network, even after a crash
+        self.docroot.mkdir(parents=True)
         # Incompressible and reproducible: the same page in every run.
         (self.docroot / "index.html").write_bytes(random.Random(self.w.size_bytes).randbytes(self.w.size_bytes))
         argv = [sys.executable, "-m", "bloatlab.experiment.httpd", self.net.address(self.w.server), str(self.port),

@@ -2,7 +2,7 @@
 with the draft's objects: a 1-byte /small, an endless /large, and /upload, whose body nghttpd
 reads and throws away before it answers (it answers only a complete request), and the
 /.well-known/nq configuration. Everything it serves (a self-signed certificate, the files) is
-in one temporary directory, removed when it stops.
+in one directory in the network's own (removed with the network, even after a crash).
 
 nghttpd runs in the foreground as one process, so the run ends the server by the pid it
 started. Its flow-control windows are 16 MiB (-w/-W 24), not HTTP/2's 64 KiB, so uploads are
@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import tempfile
 from pathlib import Path
 
 from bloatlab import proc
@@ -23,9 +22,9 @@ AUTHORITY = "bloatlab.test"
 WINDOW_BITS = 24
 
 
-def make_site(address: str, port: int) -> Path:
-    """A temporary directory with the certificate and the objects."""
-    root = Path(tempfile.mkdtemp(prefix="bloatlab-nq-"))
+def make_site(root: Path, address: str, port: int) -> Path:
+    """Directory `root` (new) with the certificate and the objects."""
+    root.mkdir(parents=True)
     try:
         www = root / "www"
         (www / ".well-known").mkdir(parents=True)

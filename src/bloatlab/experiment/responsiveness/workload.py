@@ -30,7 +30,7 @@ class ResponsivenessTest(Running):
 
     def prepare(self) -> None:
         address = self.net.address(self.w.server)
-        self.site = server.make_site(address, self.port)
+        self.site = server.make_site(self.net.state_dir / f"nq-{self.w.name}", address, self.port)
         self.net.exec(self.w.server, ["sysctl", "-qw", f"net.ipv4.tcp_notsent_lowat={SERVER_NOTSENT_LOWAT}"], check=True)
         if self.w.cc:
             client = self.net.address(self.w.client)

@@ -224,3 +224,12 @@ def test_one_responsiveness_test_per_run_and_its_cc_owns_its_route(tmp_path):
     reverse = SPEC.replace('from = "h1"\nto = "h2"\ncc = "reno"', 'from = "h2"\nto = "h1"\ncc = "reno"')
     assert error_of(tmp_path, reverse + test).field == "workloads[0].cc"
     assert load(tmp_path, reverse + test.replace("bbr", "reno")).workloads[2].cc == "reno"
+
+
+def test_errors_name_a_workload_by_its_place_in_the_spec_disabled_ones_too(tmp_path):
+    off = '[[workloads]]\nkind = "ping"\nfrom = "h1"\nto = "h2"\nenabled = false\n'
+    text = SPEC.replace("[[workloads]]", off + "[[workloads]]", 1)
+    reverse = text.replace('from = "h1"\nto = "h2"\ncc = "reno"', 'from = "h2"\nto = "h1"\ncc = "reno"')
+    test = '[[workloads]]\nkind = "responsiveness"\nserver = "h2"\nclient = "h1"\ncc = "bbr"\n'
+    assert error_of(tmp_path, reverse + test).field == "workloads[1].cc"
+    assert [w.index for w in load(tmp_path, text).workloads] == [1, 2]

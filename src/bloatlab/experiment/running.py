@@ -91,3 +91,12 @@ class Running:
             proc = self.net.popen(host, argv, stdout=f, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, **kwargs)
         self.procs.append(proc)
         return proc
+
+
+def last_line(path: Path) -> str:
+    """The last line a tool printed to its log, or "": what a failure says."""
+    try:
+        lines = path.read_text(errors="replace").strip().splitlines()
+    except OSError:
+        return ""
+    return lines[-1] if lines else ""

@@ -30,7 +30,7 @@ from bloatlab.experiment.hosts import Hosts
 from bloatlab.experiment.parsers import IperfResult, parse_iperf3, parse_iperf3_intervals, parse_ping_replies, parse_ping_summary
 from bloatlab.experiment.record import Collected
 from bloatlab.experiment.responsiveness.workload import ResponsivenessTest
-from bloatlab.experiment.running import Running, wait_listening
+from bloatlab.experiment.running import Running, last_line, wait_listening
 from bloatlab.specs import dscp
 from bloatlab.specs.model import Bulk, Irtt, Ping, Responsiveness, Udp, Web, Workload
 from bloatlab.testbed import capabilities, machine
@@ -162,8 +162,11 @@ class IrttProbe(Running):
 
     def prepare(self) -> None:
         address = f"{self.net.address(self.w.dst)}:{self.port}"
-        # --timeout: a client that vanishes is forgotten; its session never outlives the run.
-        self._spawn(self.w.dst, ["irtt", "server", "-b", address, "--timeout=30s"], self.raw / f"{self.w.name}.server.txt")
+        # -i 0: no floor on the interval (irtt's own is 10 ms); --timeout: a client that vanishes
+        # is forgotten, and the longest interval a client may ask for is a quarter of it.
+        timeout_s = max(30, 4 * self.w.interval_ns // 10**9 + 1)
+        self._spawn(self.w.dst, ["irtt", "server", "-b", address, "-i", "0", f"--timeout={timeout_s}s"],
+                    self.raw / f"{self.w.name}.server.txt")
         wait_listening(self.net, self.w.dst, self.port, f"irtt server of {self.w.name}", udp=True)
 
     def start(self) -> None:
@@ -182,8 +185,7 @@ class IrttProbe(Running):
             doc = json.loads(path.read_text())
             trips, stats = doc["round_trips"], doc["stats"]
         except (OSError, ValueError, KeyError, TypeError) as e:
-            tail = (self.raw / f"{self.w.name}.client.txt").read_text(errors="replace").strip().splitlines()[-1:]
-            got.errors.append(f"{self.w.name}: irtt wrote no results ({tail[0] if tail else e})")
+            got.errors.append(f"{self.w.name}: irtt wrote no results ({last_line(self.raw / f'{self.w.name}.client.txt') or e})")
             return got
         offset = self.clock.t0_real
         got.ping = [(t["timestamps"]["client"]["send"]["wall"] / 1e9 - offset, self.w.name, t["delay"]["rtt"] / 1e6)
@@ -308,6 +310,6 @@ def check_tools(workloads: list[Workload]) -> None:
 
 def check_congestion_controls(workloads: list[Workload]) -> None:
     """Every TCP workload's congestion control must be one this kernel has."""
-    for index, w in enumerate(workloads):
+    for w in workloads:
         if isinstance(w, (Bulk, Web)) or isinstance(w, Responsiveness) and w.cc:
-            capabilities.check_congestion_control(w.cc, f"workloads[{index}].cc")
+            capabilities.check_congestion_control(w.cc, f"workloads[{w.index}].cc")

@@ -9,6 +9,7 @@ from typing import Any
 from bloatlab.experiment.record import QUEUE_NUMBERS, RunRecord
 from bloatlab.results.files import RunDir
 from bloatlab.results.stats import FETCH_STATS, RTT_STATS, bufferbloat, describe
+from bloatlab.specs import dscp
 from bloatlab.version import __version__
 
 
@@ -90,7 +91,7 @@ def run_document(record: RunRecord) -> dict[str, Any]:
     for w in exp.workloads:
         if w.kind in ("bulk", "udp", "irtt"):
             flows[w.name] = {"kind": w.kind, "src": w.src, "dst": w.dst, "port": record.ports.get(w.name),
-                             "cc": getattr(w, "cc", None), "dscp": w.dscp}
+                             "cc": getattr(w, "cc", None), "dscp": dscp.name(w.dscp)}
         elif w.kind in ("web", "responsiveness"):
             # src is the server (downloads' sender); the run's RPM test may load both ways.
             flows[w.name] = {"kind": w.kind, "src": w.server, "dst": w.client, "port": record.ports.get(w.name),

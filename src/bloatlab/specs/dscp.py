@@ -28,7 +28,7 @@ def parse_dscp(value: object, where: str) -> int:
 
 def name(codepoint: int) -> str:
     """The usual name of a codepoint ("EF"), or its number as text."""
-    preferred = {0: "BE", 8: "CS1"}
+    preferred = {0: "BE", 8: "BK"}  # Flent's names for RRUL's marks
     if codepoint in preferred:
         return preferred[codepoint]
     return next((n for n, c in NAMES.items() if c == codepoint), str(codepoint))

@@ -41,8 +41,8 @@ PLACEHOLDER_RE = re.compile(r"\{([a-z][a-z0-9_]*)\}")
 MAX_DURATION_NS = 24 * 3600 * 10**9
 DEFAULT_CC = "cubic"  # a TCP workload's, where neither it nor its sending host names one
 MIN_PING_INTERVAL_NS = 10 * 10**6  # what the issue promises; ping itself goes lower as root
-MIN_IRTT_INTERVAL_NS = 10**6  # irtt's own floor is lower; below 1 ms the probes are load
-MIN_RESPONSIVENESS_NS = 6 * 10**9  # its idle probes and MAD (4) one-second intervals at least
+MIN_IRTT_INTERVAL_NS = 10**6  # below 1 ms the probes are load (the server is started with no floor)
+MIN_RESPONSIVENESS_NS = 10 * 10**9  # idle probes, then MAD (4) intervals to saturate and MAD to be stable
 
 SPEC_KEYS = ("name", "description", "duration", "seed", "repeat", "params", "topology", "workloads", "probes")
 MAX_REPEAT = 1000
@@ -407,7 +407,7 @@ def _parse_workloads(raw: object, topology: Topology, duration_ns: int) -> list[
             raise SpecError("the workload must start before it stops (and before the run ends)",
                             field=field_of(where, "start"))
         seen.add(name)
-        common = dict(name=name, kind=kind, start_ns=start, stop_ns=stop)
+        common = dict(name=name, kind=kind, start_ns=start, stop_ns=stop, index=index)
         workload = _KIND_PARSERS[kind](table, where, topology, common)
         # `enabled = "{load}"` lets a parameter switch a workload on and off (with and without
         # a competing flow); a disabled workload is still checked.
@@ -419,22 +419,22 @@ def _parse_workloads(raw: object, topology: Topology, duration_ns: int) -> list[
                             field=field_of(where, "enabled"))
         if SWITCHES[enabled]:
             workloads.append(workload)
-    tests = [index for index, w in enumerate(workloads) if isinstance(w, Responsiveness)]
+    tests = [w for w in workloads if isinstance(w, Responsiveness)]
     if len(tests) > 1:
         raise SpecError("a run holds one responsiveness test; its result is the run's RPM",
-                        field=field_of(field_of("workloads", tests[1]), "kind"))
-    for test in (workloads[i] for i in tests):
-        for index, w in enumerate(workloads):
+                        field=field_of(field_of("workloads", tests[1].index), "kind"))
+    for test in tests:
+        for w in workloads:
             sender = (w.src, w.dst) if isinstance(w, Bulk) else (w.server, w.client) if isinstance(w, Web) else None
             if test.cc and sender == (test.server, test.client) and w.cc != test.cc:
                 raise SpecError(f"the responsiveness test gives every TCP connection from {test.server} to "
                                 f"{test.client} its cc ({test.cc}); use that cc here too, or another pair of hosts",
-                                field=field_of(field_of("workloads", index), "cc"))
+                                field=field_of(field_of("workloads", w.index), "cc"))
     web_cc: dict[str, str] = {}
-    for index, w in enumerate(workloads):
+    for w in workloads:
         if isinstance(w, Web) and web_cc.setdefault(w.server, w.cc) != w.cc:
             raise SpecError(f"another web workload on {w.server} uses {web_cc[w.server]}; a host's web "
-                            "servers share one congestion control", field=field_of(field_of("workloads", index), "cc"))
+                            "servers share one congestion control", field=field_of(field_of("workloads", w.index), "cc"))
     return workloads
 
 
@@ -505,19 +505,24 @@ def _parse_udp(table, where, topology, common) -> Udp:
     return Udp(**common, src=src, dst=dst, rate_bps=rate, dscp=_dscp(table, where))
 
 
+def _interval(table: dict[str, Any], where: str, minimum_ns: int) -> int:
+    """A probe's interval: "100ms" unless given, at least `minimum_ns`."""
+    interval = parse_duration_ns(table.get("interval", "100ms"), field_of(where, "interval"), allow_zero=False)
+    if interval < minimum_ns:
+        raise SpecError(f'{show(table["interval"])} is below the minimum "{minimum_ns // 10**6}ms"',
+                        field=field_of(where, "interval"))
+    return interval
+
+
 def _parse_ping(table, where, topology, common) -> Ping:
     src, dst = _two_hosts(table, where, topology, "from", "to")
-    interval = parse_duration_ns(table.get("interval", "100ms"), field_of(where, "interval"), allow_zero=False)
-    if interval < MIN_PING_INTERVAL_NS:
-        raise SpecError(f'{show(table["interval"])} is below the minimum "10ms"', field=field_of(where, "interval"))
+    interval = _interval(table, where, MIN_PING_INTERVAL_NS)
     return Ping(**common, src=src, dst=dst, interval_ns=interval, dscp=_dscp(table, where))
 
 
 def _parse_irtt(table, where, topology, common) -> Irtt:
     src, dst = _two_hosts(table, where, topology, "from", "to")
-    interval = parse_duration_ns(table.get("interval", "100ms"), field_of(where, "interval"), allow_zero=False)
-    if interval < MIN_IRTT_INTERVAL_NS:
-        raise SpecError(f'{show(table["interval"])} is below the minimum "1ms"', field=field_of(where, "interval"))
+    interval = _interval(table, where, MIN_IRTT_INTERVAL_NS)
     if (common["stop_ns"] - common["start_ns"]) < 2 * interval:
         raise SpecError("the probe must run for at least two intervals; lengthen it or shorten the interval",
                         field=field_of(where, "interval"))
@@ -544,8 +549,8 @@ def _parse_responsiveness(table, where, topology, common) -> Responsiveness:
         raise SpecError(f"{show(direction)} is not a direction; choose one of: {', '.join(DIRECTIONS)} "
                         "(down: from the server to the client)", field=field_of(where, "direction"))
     if common["stop_ns"] - common["start_ns"] < MIN_RESPONSIVENESS_NS:
-        raise SpecError('the test needs at least "6s" (idle probes, then four one-second intervals); start it '
-                        "earlier or stop it later", field=field_of(where, "stop"))
+        raise SpecError('the test needs at least "10s" (idle probes, then four one-second intervals to saturate '
+                        "the path and four to be stable); start it earlier or stop it later", field=field_of(where, "stop"))
     cc = congestion_control(table["cc"], field_of(where, "cc")) if "cc" in table else topology.host_cc(client)
     return Responsiveness(**common, server=server, client=client, direction=direction, cc=cc)
 

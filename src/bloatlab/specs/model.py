@@ -204,6 +204,7 @@ class Workload:
     kind: str
     start_ns: int  # since the run's t0
     stop_ns: int  # when it ends; the run's duration unless given
+    index: int = 0  # its place in the spec's [[workloads]] (disabled ones count): errors name it
 
     @property
     def window_s(self) -> float:
@@ -270,7 +271,8 @@ class Web(Workload):
 class Responsiveness(Workload):
     """The IETF responsiveness test (RPM): an HTTP/2 server in `server`, the test's client in
     `client`, loading the path `direction` (down: server to client) for at most the window.
-    `cc` is the client's sockets' congestion control; the server's is its host's."""
+    `cc`: the congestion control of the test's connections at both ends (the server's through a
+    route with congctl); None keeps each host's."""
 
     server: str = ""
     client: str = ""

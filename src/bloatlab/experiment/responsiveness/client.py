@@ -41,9 +41,9 @@ import h2.exceptions
 import h2.settings
 
 from bloatlab.experiment.responsiveness import method as m
+from bloatlab.experiment.responsiveness.server import AUTHORITY
 
 SMALL, LARGE, UPLOAD = "/small", "/large", "/upload"
-AUTHORITY = "bloatlab.test"
 # Receive windows. HTTP/2 flow control bounds what the server may have sent and not had
 # acknowledged, so it bounds what waits in the server's own buffers: nghttpd keeps up to 64 KiB
 # per connection in user space, beyond the kernel's notsent limit, and with fixed 16 MiB windows
@@ -271,6 +271,8 @@ class Test:
         self.errors: list[str] = []
         self.result: dict[str, Any] = {"ended": "interrupted"}
         self.goodput_bps = 0.0
+        self.goodputs: dict[str, list[float]] = {d: [] for d in self.directions}  # per interval, bit/s
+        self.opening = {d: 0 for d in self.directions}
         self.saturated_at: float | None = None
         self.tasks: set[asyncio.Task] = set()
 
@@ -325,14 +327,22 @@ class Test:
 
     # Load ------------------------------------------------------------------------------------
 
+    def connections(self) -> dict[str, int]:
+        """Load-generating connections per direction: open ones and those still opening."""
+        return {d: self.opening[d] + sum(1 for x, c in self.loads if x == d and not c.closed.is_set())
+                for d in self.directions}
+
     async def add_load(self, direction: str) -> None:
         conn = Connection(self.args.server, self.args.port, self.args.cc, self.meter)
+        self.opening[direction] += 1
         try:
             await conn.open()
         except (OSError, ssl.SSLError) as e:
             self.errors.append(f"a load-generating connection ({direction}) failed to open: {e}")
             await conn.close()
             return
+        finally:
+            self.opening[direction] -= 1
         self.loads.append((direction, conn))
         self._spawn(self.keep_loading(direction, conn))
 
@@ -340,7 +350,7 @@ class Test:
         try:
             while not conn.closed.is_set():
                 if direction == "down":
-                    conn.load = conn.request("GET", LARGE)
+                    conn.load, conn.load_counted = conn.request("GET", LARGE), 0
                     await conn.load.done  # 8 GiB: it outlasts any test
                 else:
                     stream = conn.request("POST", UPLOAD, body=True)
@@ -366,7 +376,7 @@ class Test:
         self._spawn(self.prober())
         rpms: list[float] = []
         moved = dict(self.meter.bytes)
-        goodputs: dict[str, list[float]] = {d: [] for d in self.directions}
+        goodputs = self.goodputs
         averages: list[float] = []
         index = 0
         self.result["ended"] = "time"
@@ -382,7 +392,7 @@ class Test:
             averages.append(self.goodput_bps)
             interval: dict[str, Any] = {"t": now, "goodput_bps": per_direction,
                                         "interval_bps": {d: goodputs[d][-1] for d in self.directions},
-                                        "connections": {d: sum(1 for x, _ in self.loads if x == d) for d in self.directions}}
+                                        "connections": self.connections()}
             interval["window_bytes"] = self.tune_windows(since=now - m.ID_S)
             if self.saturated_at is None and m.stable(averages):
                 self.saturated_at = now
@@ -400,10 +410,8 @@ class Test:
             if self.result["ended"] == "stable" or now - start >= self.args.duration - m.ID_S:
                 break
             for direction in self.directions:
-                if interval["connections"][direction] < m.MNP:
-                    for _ in range(m.INC):
-                        self._spawn(self.add_load(direction))
-        self.result["goodput_mbps"] = {d: m.moving_average(goodputs[d]) / 1e6 for d in self.directions}
+                for _ in range(min(m.INC, m.MNP - interval["connections"][direction])):
+                    self._spawn(self.add_load(direction))
 
     def tune_windows(self, since: float) -> int | None:
         """Each download stream's window to WINDOW_GAIN x its bandwidth-delay product: its bytes
@@ -444,7 +452,10 @@ class Test:
         result = {**self.result, "confidence": m.confidence(probes_run, self.result["ended"] == "stable"),
                   "band": m.band(self.result.get("rpm")),
                   "saturated": self.saturated_at is not None,
-                  "connections": {d: sum(1 for x, _ in self.loads if x == d) for d in self.directions}}
+                  "goodput_mbps": {d: m.moving_average(self.goodputs[d]) / 1e6 for d in self.directions},
+                  "connections": {d: sum(1 for x, _ in self.loads if x == d) for d in self.directions},
+                  "probes_failed": sum(1 for p in self.probes if p.get("ok") is False),
+                  "probes_unfinished": sum(1 for p in self.probes if "ok" not in p)}
         return {"method": m.DRAFT, "direction": self.args.direction, "cc": self.args.cc,
                 "parameters": {"MAD": m.MAD, "ID_s": m.ID_S, "TMP": m.TMP, "SDT": m.SDT, "INP": m.INP, "INC": m.INC,
                                "MNP": m.MNP, "MPS": m.MPS, "PTC": m.PTC, "idle_probes": IDLE_PROBES},
@@ -457,14 +468,25 @@ async def _main(args: argparse.Namespace) -> int:
     test = Test(args)
     loop = asyncio.get_running_loop()
     main = asyncio.current_task()
+
+    def interrupt() -> None:
+        # Once: a second signal while stopping must not cancel the stopping (and lose the file).
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(sig)
+        main.cancel()
+
     for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, main.cancel)
+        loop.add_signal_handler(sig, interrupt)
     try:
         await test.run()
     except asyncio.CancelledError:
-        test.result["ended"] = "interrupted"
+        if test.result["ended"] != "stable":
+            test.result["ended"] = "interrupted"
     finally:
-        await test.stop()
+        try:
+            await test.stop()
+        except asyncio.CancelledError:
+            pass
         with open(args.out + ".tmp", "w") as f:
             json.dump(test.document(), f)
         os.replace(args.out + ".tmp", args.out)

@@ -19,7 +19,7 @@ import time
 
 from bloatlab.experiment.record import Collected
 from bloatlab.experiment.responsiveness import server
-from bloatlab.experiment.running import Running, wait_listening
+from bloatlab.experiment.running import Running, last_line, wait_listening
 from bloatlab.specs.model import Responsiveness
 
 SERVER_NOTSENT_LOWAT = 16384
@@ -27,6 +27,7 @@ SERVER_NOTSENT_LOWAT = 16384
 
 class ResponsivenessTest(Running):
     w: Responsiveness
+    stopping = False
 
     def prepare(self) -> None:
         address = self.net.address(self.w.server)
@@ -44,7 +45,8 @@ class ResponsivenessTest(Running):
     def start(self) -> None:
         argv = [sys.executable, "-m", "bloatlab.experiment.responsiveness.client", "--server",
                 self.net.address(self.w.server), "--port", str(self.port), "--out", str(self._result_path()),
-                "--direction", self.w.direction, "--duration", f"{self.w.window_s:g}",
+                # A second less than the window: it ends by itself and has time to write its results.
+                "--direction", self.w.direction, "--duration", f"{self.w.window_s - 1:g}",
                 *(["--cc", self.w.cc] if self.w.cc else [])]
         self.client = self._spawn(self.w.client, argv, self.raw / f"{self.w.name}.client.txt")
         self.started = True
@@ -55,7 +57,8 @@ class ResponsivenessTest(Running):
     def stop(self) -> None:
         # The client ends by itself once RPM is stable; at the window's end it is told to stop,
         # and writes what it measured.
-        if self.started and self.client.poll() is None:
+        if self.started and not self.stopping and self.client.poll() is None:
+            self.stopping = True  # once: the schedule may say stop twice
             self.client.send_signal(signal.SIGINT)
 
     def wait(self, deadline: float) -> None:
@@ -77,19 +80,25 @@ class ResponsivenessTest(Running):
         try:
             doc = json.loads(self._result_path().read_text())
         except (OSError, ValueError):
-            log = (self.raw / f"{self.w.name}.client.txt").read_text(errors="replace").strip().splitlines()
-            got.errors.append(f"{self.w.name}: the responsiveness client wrote no results"
-                              f"{': ' + log[-1] if log else ''}")
+            said = last_line(self.raw / f"{self.w.name}.client.txt")
+            got.errors.append(f"{self.w.name}: the responsiveness client wrote no results{': ' + said if said else ''}")
             return got
         t0 = self.clock.t0_mono
-        for probe in doc.get("idle_probes", []) + doc.get("probes", []):
-            if probe.get("ok"):
-                figure = probe["http_ms"] if probe["kind"] == "self" else probe["tcp_ms"]
-                got.ping.append((probe["t"] - t0, f"{self.w.name}.{probe['kind']}", figure))
-        for kind in ("self", "foreign"):
+        # Probes as latency samples: the idle ones (TCP handshakes before the load), the foreign
+        # ones' TCP handshakes and the self ones' GETs. A probe that failed is lost; one the end
+        # of the test cut short is neither.
+        for label, probes in (("idle", doc.get("idle_probes", [])), ("load", doc.get("probes", []))):
+            for probe in probes:
+                kind = "idle" if label == "idle" else probe["kind"]
+                if probe.get("ok"):
+                    figure = probe["http_ms"] if kind == "self" else probe["tcp_ms"]
+                    got.ping.append((probe["t"] - t0, f"{self.w.name}.{kind}", figure))
+        for kind, probes in (("idle", doc.get("idle_probes", [])), ("foreign", doc.get("probes", [])),
+                             ("self", doc.get("probes", []))):
             rows = [rtt for _, probe, rtt in got.ping if probe == f"{self.w.name}.{kind}"]
-            failed = sum(1 for p in doc.get("probes", []) if p["kind"] == kind and not p.get("ok"))
+            failed = sum(1 for p in probes if p.get("ok") is False and (kind == "idle" or p["kind"] == kind))
             got.per_ping[f"{self.w.name}.{kind}"] = (rows, failed)
+            got.ping_lost += failed
         for interval in doc.get("intervals", []):
             for direction, bps in interval.get("interval_bps", {}).items():
                 got.throughput.append((interval["t"] - t0, f"{self.w.name}.{direction}", bps / 1e6))

@@ -54,8 +54,8 @@ packages: ## apt-get install only what is missing (tools, python3-venv, cargo, a
 	if [ -n "$$own_policy" ]; then rm -f $$policy; fi; \
 	[ $$rc -eq 0 ] || exit $$rc; \
 	if command -v systemctl >/dev/null 2>&1 && systemctl is-enabled irtt.service >/dev/null 2>&1; then \
-		systemctl disable --now irtt.service >/dev/null 2>&1 || true; \
-		echo "packages: disabled irtt.service (an irtt server on every address); runs start their own"; fi
+		if systemctl disable --now irtt.service >/dev/null 2>&1; then \
+			echo "packages: disabled irtt.service (an irtt server on every address); runs start their own"; fi; fi
 
 build: packages ## cargo build --release: target/release/bloatlab-link
 	@test -n "$(CARGO)" || { echo "build: no cargo on PATH or in ~/.cargo/bin" >&2; exit 1; }

@@ -67,6 +67,16 @@ def test_rrul_measures_latency_under_load_and_grades_it(rrul):
         assert irtt["kind"] == "irtt" and irtt["sent"] >= 100 and irtt["jitter_ms"] is not None, irtt
     with open(rrul.run_dir / "series" / "ping.csv") as f:
         assert {row["probe"] for row in csv.DictReader(f)} == {"icmp", "udp_ef", "udp_be"}
+    # Flent itself reads the run as its rrul test.
+    export = subprocess.run([sys.executable, "-m", "bloatlab", "export", "--flent", str(rrul.run_dir), "--json"],
+                            capture_output=True, text=True, timeout=60)
+    assert export.returncode == 0, export.stderr
+    (exported,) = json.loads(export.stdout)["files"]
+    flent = Path(sys.executable).parent / "flent"
+    shown = subprocess.run([str(flent), "-i", exported["file"], "-f", "summary"], capture_output=True, text=True,
+                           timeout=60)
+    assert shown.returncode == 0 and "Summary of rrul test run" in shown.stdout, shown.stderr
+    assert "TCP download CS5" in shown.stdout and "Ping (ms) UDP EF" in shown.stdout
     assert (rrul.run_dir / "plots" / "rtt_cdf.png").stat().st_size > 10_000
     assert (rrul.run_dir / "plots" / "rtt_box.png").stat().st_size > 10_000
     assert not running("irtt")

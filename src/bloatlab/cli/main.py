@@ -1,5 +1,5 @@
 """The `bloatlab` command line: a thin shell over the layers below. Each command lives in the
-module named after what it works on (net, run, queues, doctor, bench, replay, nic); this
+module named after what it works on (net, run, export, queues, doctor, bench, replay, nic); this
 assembles them and turns every error into one line.
 
 Every command takes -v (debug logging), -q (no progress, no notes) and --json (one document on
@@ -15,7 +15,7 @@ import os
 import sys
 
 from bloatlab.binaries import BINARIES, check, locate, version_argv
-from bloatlab.cli import bench, completion, doctor, net, nic, queues, replay, run
+from bloatlab.cli import bench, completion, doctor, export, net, nic, queues, replay, run
 from bloatlab.cli.common import EXIT_STATUSES, Parser, configure_logging, formatter
 from bloatlab.errors import BloatlabError
 from bloatlab.testbed import capabilities
@@ -58,6 +58,7 @@ def build_parser() -> argparse.ArgumentParser:
     net.add_parsers(commands)
     doctor.add_parsers(commands)
     run.add_parsers(commands)
+    export.add_parsers(commands)
     queues.add_parsers(commands)
     replay.add_parsers(commands)
     nic.add_parsers(commands)

@@ -99,6 +99,14 @@ def test_rrul_marks_give_flents_rrul_series(tmp_path):
         assert series in summary.stdout
 
 
+def test_pings_alone_are_flents_ping_test(tmp_path):
+    run = write(tmp_path / "pings", [probe("ping"), {"name": "web", "kind": "web", "start_ns": 0, "stop_ns": 10**10,
+                                                     "server": "h1", "client": "h2"}])
+    assert shape(run) == ("ping", {}, {"ping": "Ping (ms) ICMP"}, ["web"])
+    summary = flent_summary(export(run))
+    assert summary.returncode == 0 and "Ping (ms) ICMP" in summary.stdout, summary.stderr
+
+
 def test_what_flent_cannot_show_is_a_clear_error(tmp_path):
     mixed = write(tmp_path / "mixed", [bulk("up", "h1", "h2"), bulk("down", "h2", "h1"), probe("ping")])
     with pytest.raises(BloatlabError) as error:

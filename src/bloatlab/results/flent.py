@@ -11,6 +11,7 @@ test of the same shape, with Flent's names:
                ICMP ping ("Ping (ms) ICMP") and UDP probes ("Ping (ms) UDP EF")
     tcp_nup    N uploads ("TCP upload::1"..) and a ping; TEST_PARAMETERS upload_streams = N
     tcp_ndown  N downloads ("TCP download::1"..) and a ping; download_streams = N
+    ping       pings alone ("Ping (ms) ICMP")
 
 Uploads leave the host that pings (the "client", Flent's local host); downloads come to it.
 What Flent's test has no series for (web fetches, a UDP flow) is left out and named in the
@@ -72,6 +73,8 @@ def shape(run: Run) -> tuple[str, dict[str, Any], dict[str, str], list[str]]:
     elif down and not up:
         test, params = "tcp_ndown", {"download_streams": len(down)}
         names.update({w["name"]: f"TCP download::{i}" for i, w in enumerate(down, 1)})
+    elif not bulks and any(w.get("kind") == "ping" for w in probes):
+        test, params = "ping", {}
     else:
         raise BloatlabError(f"no Flent test has this run's shape ({len(up)} uploads and {len(down)} downloads from "
                             f"{client}); Flent takes RRUL's 4 + 4 marked flows, or uploads only, or downloads only",

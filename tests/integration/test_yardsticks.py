@@ -86,7 +86,7 @@ def test_rrul_measures_latency_under_load_and_grades_it(rrul):
 def rpm(tmp_path_factory):
     out = {}
     for aqm in ("taildrop", "fq_codel"):
-        exp = load_preset("responsiveness", [f"aqm={aqm}", "cc=reno", "duration=30s"])
+        exp = load_preset("responsiveness", [f"aqm={aqm}", "cc=reno", "duration=20s"])
         outcome = run_experiment(exp, tmp_path_factory.mktemp("rpm") / aqm, progress=False)
         assert outcome.complete, outcome.reason
         out[aqm] = outcome.summary

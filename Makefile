@@ -45,7 +45,8 @@ packages: ## apt-get install only what is missing (tools, python3-venv, cargo, a
 	if [ -z "$${missing// /}" ]; then echo "packages: nothing missing"; exit 0; fi; \
 	if [ "$$(id -u)" != 0 ]; then echo "packages: missing: $$missing- run as root, or install them" >&2; exit 1; fi; \
 	echo "packages: installing $$missing"; \
-	echo 'iperf3 iperf3/start_daemon boolean false' | debconf-set-selections; \
+	printf '%s\n' 'iperf3 iperf3/start_daemon boolean false' \
+		'wireshark-common wireshark-common/install-setuid boolean false' | debconf-set-selections; \
 	export DEBIAN_FRONTEND=noninteractive; \
 	apt-get update -q; \
 	policy=/usr/sbin/policy-rc.d; own_policy=""; \
@@ -75,10 +76,11 @@ $(VENV)/.stamp-$(EXTRAS): pyproject.toml | build
 	PATH="$(dir $(CARGO)):$$PATH" $(VENV)/bin/python -m pip install -q --disable-pip-version-check -e '.[$(EXTRAS)]'
 	touch $@
 
-# The report tests open report.html in headless Chromium: only `make test` needs it. It installs
+# The report tests open report.html in headless Chromium, and the capture tests read pcapng files
+# with tshark: only `make test` needs them. It installs
 # the sim (ns-3) and cluster (Ray) extras too, for the simulated and cluster runs to come. cargo
 # goes on pytest's PATH for the test that builds the wheel.
-test: TOOLS += chromium:chromium
+test: TOOLS += chromium:chromium tshark:tshark
 test: packages build ## cargo test, the layers' import contract (lint-imports), then pytest (root for namespaces)
 	@$(MAKE) --no-print-directory venv EXTRAS=test,sim,cluster
 	$(CARGO) test --workspace

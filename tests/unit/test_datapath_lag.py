@@ -1,6 +1,6 @@
-"""The run's own checks on what the userspace datapath did."""
+"""The run's own checks on what the userspace datapath did: its lateness, its lost frames, its captures."""
 
-from bloatlab.testbed.datapath import lag_warnings as datapath_lag_warnings
+from bloatlab.testbed.datapath import capture_warnings, lag_warnings as datapath_lag_warnings
 
 
 def direction(p99_ns: int, max_ns: int = 0, rx_overrun: int = 0, tx_error: int = 0) -> dict:
@@ -25,3 +25,22 @@ def test_frames_lost_outside_the_link_are_counted_by_reason():
 
 def test_a_kernel_link_has_no_datapath_stats_and_no_warning():
     assert datapath_lag_warnings({}) == []
+
+
+def capture(written: int, cut: int = 0, lost: int = 0, error: str | None = None) -> dict:
+    return {"capture": {"departures": {"written": written, "cut": cut, "lost": lost, "bytes": 65_000},
+                        "drops": {"written": 3, "cut": 0, "lost": 0, "bytes": 500}, "error": error}}
+
+
+def test_a_whole_capture_says_nothing():
+    assert capture_warnings({"s0->h2": capture(5000), "h1->s0": direction(10_000)}) == []
+
+
+def test_a_capture_cut_by_its_limit_or_lost_to_the_disk_says_how_much():
+    cut, lost, failed = capture_warnings({"s0->h2": capture(400, cut=600, lost=0),
+                                          "h2->s0": capture(900, lost=100),
+                                          "h1->s0": capture(10, error="capture: No space left on device")})
+    assert cut.startswith("s0->h2: the capture of its departures reached probes.pcap_limit at 0.1 MB; "
+                          "600 of 1000 packets are not in it")
+    assert lost.startswith("h2->s0: the capture of its departures lost 100 packets: the disk fell behind")
+    assert failed == "h1->s0: the capture stopped: capture: No space left on device"

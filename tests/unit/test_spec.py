@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from bloatlab.errors import SpecError
-from bloatlab.specs.experiment import list_presets, load_experiment, load_preset, preset_info
+from bloatlab.specs.experiment import Source, list_presets, load_experiment, load_preset, preset_info
 from bloatlab.specs.model import Bulk, Ping, Web
 
 SPEC = """
@@ -170,6 +170,7 @@ def test_unknown_preset_suggests_one():
     (["run", "--preset", "cs244", "--set", "maxq=20", "--sweep", "maxq=100"], "--sweep maxq: maxq is both --set and swept"),
     (["run", "--preset", "cs244", "--repeat", "0"], "give --repeat a whole number from 1 to 1000"),
     (["run", "--preset", "cs244", "--resume"], "--resume needs --out DIR"),
+    (["run", "--preset", "cs244", "--pcap", "s0->h3"], '--pcap: "s0->h3" is no link direction; the directions are h1->s0'),
 ])
 def test_cli_errors_are_one_line_with_status_2(argv, needle):
     proc = subprocess.run([sys.executable, "-m", "bloatlab", *argv], capture_output=True, text=True, timeout=60)
@@ -233,3 +234,28 @@ def test_errors_name_a_workload_by_its_place_in_the_spec_disabled_ones_too(tmp_p
     test = '[[workloads]]\nkind = "responsiveness"\nserver = "h2"\nclient = "h1"\ncc = "bbr"\n'
     assert error_of(tmp_path, reverse + test).field == "workloads[1].cc"
     assert [w.index for w in load(tmp_path, text).workloads] == [1, 2]
+
+
+def test_captures_are_link_directions_with_a_snap_length_and_a_limit(tmp_path):
+    exp = load(tmp_path, SPEC + '[probes]\npcap = ["h2->h1", "h1->h2", "h2->h1"]\npcap_snaplen = 1514\npcap_limit = "1mib"\n')
+    assert (exp.probes.pcap, exp.probes.pcap_snaplen, exp.probes.pcap_limit_bytes) == (("h2->h1", "h1->h2"), 1514, 2**20)
+    assert exp.to_dict()["probes"]["pcap"] == ["h2->h1", "h1->h2"]
+    default = load(tmp_path)
+    assert (default.probes.pcap, default.probes.pcap_snaplen, default.probes.pcap_limit_bytes) == ((), 128, 100_000_000)
+    from_cli = Source(path=tmp_path / "exp.toml", pcap=("h1->h2",)).load()
+    assert from_cli.probes.pcap == ("h1->h2",)
+
+
+@pytest.mark.parametrize("probes, field, needle", [
+    ('pcap = "h1->h2"', "probes.pcap", 'must be a list of link directions, e.g. pcap = ["s0->h2"]'),
+    ('pcap = ["h1->h3"]', "probes.pcap[0]", '"h1->h3" is no link direction; the directions are h1->h2, h2->h1'),
+    ("pcap_snaplen = 13", "probes.pcap_snaplen", "write a whole number of bytes from 14 to 262144"),
+    ("pcap_snaplen = 262145", "probes.pcap_snaplen", "write a whole number of bytes from 14 to 262144"),
+    ('pcap_snaplen = "128b"', "probes.pcap_snaplen", "is not a snap length"),
+    ('pcap_limit = "4kb"', "probes.pcap_limit", 'too small to hold a packet; write at least "4kib"'),
+    ("pcap_limit = -1", "probes.pcap_limit", "is not a positive size"),
+    ("pcap_size = 1", "probes.pcap_size", "unknown"),
+])
+def test_bad_captures_name_their_field(tmp_path, probes, field, needle):
+    error = error_of(tmp_path, SPEC + f"[probes]\n{probes}\n")
+    assert error.field == field and needle in error.message, (error.field, error.message)

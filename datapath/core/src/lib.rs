@@ -12,7 +12,7 @@ pub mod stats;
 pub mod time;
 pub mod wire;
 
-pub use pipeline::{DirectionConfig, Event, EventKind, Pipeline};
+pub use pipeline::{DirectionConfig, DropRecord, Event, EventKind, Pipeline};
 pub use qdisc::Packet;
 pub use reason::{DropReason, MarkReason};
 pub use time::{Duration, Instant};

@@ -6,7 +6,7 @@
 
 use std::collections::VecDeque;
 
-use crate::qdisc::{DropReason, Packet, PacketInfo, Queue, QueueConfig, QueueEvent, QueueStats};
+use crate::qdisc::{DropReason, Dropped, Packet, PacketInfo, Queue, QueueConfig, QueueEvent, QueueStats};
 use crate::rate::{Rate, TRACE_OPPORTUNITY_BYTES};
 use crate::rng::Rng;
 use crate::stats::DirectionStats;
@@ -63,6 +63,29 @@ pub struct Event {
 pub struct Departure {
     pub packet: Packet,
     pub at: Instant,
+}
+
+/// A packet the link dropped, whole, when and why: what a capture of drops writes.
+#[derive(Debug)]
+pub struct DropRecord {
+    pub packet: Packet,
+    pub reason: DropReason,
+    pub at: Instant,
+}
+
+/// The dropped packets kept for `take_drops`, when asked for.
+#[derive(Default)]
+struct DropCapture {
+    enabled: bool,
+    drops: Vec<DropRecord>,
+}
+
+impl DropCapture {
+    fn keep(&mut self, at: Instant, d: Dropped) {
+        if self.enabled {
+            self.drops.push(DropRecord { packet: d.packet, reason: d.reason, at });
+        }
+    }
 }
 
 #[derive(Default)]
@@ -209,6 +232,14 @@ impl DelayLine {
     }
 }
 
+/// The serialiser takes the queue's next packet at `t`; what the discipline drops on the way
+/// is logged and kept at that same time.
+fn take_next(queue: &mut Queue, t: Instant, rng: &mut Rng, log: &mut EventLog, dropped: &mut DropCapture) -> Option<Packet> {
+    let p = queue.dequeue(t, rng, &mut |e, s| log.queue_event(t, e, s));
+    queue.take_dropped(|d| dropped.keep(t, d));
+    p
+}
+
 /// Separates the discipline's random stream from the loss and jitter stream.
 const QDISC_STREAM: u64 = 0x51ED_2701_A1B2_C3D4;
 
@@ -223,6 +254,7 @@ pub struct Pipeline {
     server: Server,
     line: DelayLine,
     log: EventLog,
+    dropped: DropCapture,
     next_id: u64,
     stats: DirectionStats,
     last_now: Instant,
@@ -241,6 +273,7 @@ impl Pipeline {
             server: Server { rate: cfg.rate.clone(), in_service: None, left: 0, busy_until: origin, origin, next_opp: 0 },
             line: DelayLine { delay: cfg.delay, jitter: cfg.jitter, q: VecDeque::new(), last: origin },
             log: EventLog::default(),
+            dropped: DropCapture::default(),
             next_id: 0,
             stats: DirectionStats::default(),
             last_now: origin,
@@ -250,6 +283,12 @@ impl Pipeline {
     /// Keep a per-event log (see `take_events`).
     pub fn record_events(&mut self, on: bool) {
         self.log.enabled = on;
+    }
+
+    /// Keep every dropped packet, whole, for `take_drops` (a capture of drops).
+    pub fn record_drops(&mut self, on: bool) {
+        self.dropped.enabled = on;
+        self.queue.keep_dropped(on);
     }
 
     /// A frame arrives at `now`.
@@ -280,11 +319,13 @@ impl Pipeline {
             self.stats.drops.add(reason);
             pkt.enqueued_at = now;
             self.log.push(now, EventKind::Drop, reason as u8, len as u64, pkt.info(), self.queue.stats());
+            self.dropped.keep(now, Dropped { packet: pkt, reason });
             return;
         }
-        let Pipeline { queue, server, line, log, rng, qdisc_rng, .. } = self;
+        let Pipeline { queue, server, line, log, dropped, rng, qdisc_rng, .. } = self;
         queue.enqueue(now, pkt, qdisc_rng, &mut |e, s| log.queue_event(now, e, s));
-        let mut take = |t: Instant| queue.dequeue(t, qdisc_rng, &mut |e, s| log.queue_event(t, e, s));
+        queue.take_dropped(|d| dropped.keep(now, d));
+        let mut take = |t: Instant| take_next(queue, t, qdisc_rng, log, dropped);
         server.kick(now, &mut take, &mut |t, p| line.push(t, p, rng));
     }
 
@@ -328,14 +369,19 @@ impl Pipeline {
     fn advance(&mut self, now: Instant) {
         assert!(now >= self.last_now, "time ran backwards: {:?} < {:?}", now, self.last_now);
         self.last_now = now;
-        let Pipeline { queue, server, line, log, rng, qdisc_rng, .. } = self;
-        let mut take = |t: Instant| queue.dequeue(t, qdisc_rng, &mut |e, s| log.queue_event(t, e, s));
+        let Pipeline { queue, server, line, log, dropped, rng, qdisc_rng, .. } = self;
+        let mut take = |t: Instant| take_next(queue, t, qdisc_rng, log, dropped);
         server.advance(now, &mut take, &mut |t, p| line.push(t, p, rng));
     }
 
     /// The time of the latest call: arrivals must not come before it.
     pub fn last_time(&self) -> Instant {
         self.last_now
+    }
+
+    /// Moves the packets dropped since the last call into `out` (with `record_drops` on).
+    pub fn take_drops(&mut self, out: &mut Vec<DropRecord>) {
+        out.append(&mut self.dropped.drops);
     }
 
     /// Moves the recorded events into `out`.

@@ -10,6 +10,8 @@ use bloatlab_core::{DirectionConfig, DropReason, Duration, MarkReason};
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
 
+use crate::capture::CaptureJson;
+
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Config {
@@ -79,6 +81,9 @@ pub struct DirectionJson {
     /// Write this direction's queue log (when the config has a log_dir).
     #[serde(default = "yes")]
     pub qlog: bool,
+    /// Capture its departures and drops to pcapng files.
+    #[serde(default)]
+    pub capture: Option<CaptureJson>,
 }
 
 fn yes() -> bool {
@@ -299,6 +304,11 @@ impl Config {
             }
             l.forward.resolve().map_err(|e| format!("links[{i}].forward.{e}"))?;
             l.reverse.resolve().map_err(|e| format!("links[{i}].reverse.{e}"))?;
+            for (which, d) in [("forward", &l.forward), ("reverse", &l.reverse)] {
+                if let Some(c) = &d.capture {
+                    c.validate().map_err(|e| format!("links[{i}].{which}.{e}"))?;
+                }
+            }
         }
         Ok(cfg)
     }

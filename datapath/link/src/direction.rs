@@ -6,10 +6,12 @@ use std::io::{BufWriter, Write};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
-use bloatlab_core::pipeline::{Departure, Event};
+use bloatlab_core::pipeline::{Departure, DropRecord, Event};
 use bloatlab_core::qdisc::QueueStats;
 use bloatlab_core::stats::DirectionStats;
 use bloatlab_core::{DirectionConfig, Instant, Pipeline};
+
+use bloatlab_link::capture::{Capture, CaptureCounts};
 
 use crate::clock::{monotonic_now, realtime_offset_ns, WakeupLead};
 use crate::sched::{RtGate, ThreadPriority, LAST_ARRIVAL_NS};
@@ -119,6 +121,7 @@ pub struct Snapshot {
     pub late_p50_ns: u64,
     pub late_p99_ns: u64,
     pub late_max_ns: u64,
+    pub capture: Option<CaptureCounts>,
 }
 
 pub struct Direction {
@@ -127,6 +130,8 @@ pub struct Direction {
     pub tx: PacketSocket,
     pub tx_batch: TxBatch,
     pub log: Option<BufWriter<File>>,
+    /// pcapng files of what leaves and what is dropped, if asked for.
+    pub capture: Option<Capture>,
     pub shared: Arc<Mutex<Snapshot>>,
     /// How long before a departure to stop sleeping and spin, at least: the thread wakes
     /// earlier where its wake-ups come later than that (clock::WakeupLead).
@@ -141,6 +146,8 @@ impl Direction {
         priority.update(gate, false, monotonic_now().nanos());
         let mut pipe = Pipeline::new(&self.cfg, monotonic_now());
         pipe.record_events(self.log.is_some());
+        pipe.record_drops(self.capture.is_some());
+        let mut drops: Vec<DropRecord> = Vec::new();
         let mut out: Vec<Departure> = Vec::with_capacity(256);
         let mut events: Vec<Event> = Vec::with_capacity(1024);
         let mut late = LatenessHistogram::new();
@@ -177,7 +184,8 @@ impl Direction {
             if !out.is_empty() {
                 last_tx_ns = now.nanos();
             }
-            tx_error += self.send(&mut out, &mut late);
+            tx_error += self.send(&mut out, &mut late, rt_offset);
+            self.capture_drops(&mut pipe, &mut drops, rt_offset);
             if let Some(w) = self.log.as_mut() {
                 pipe.take_events(&mut events);
                 write_events(w, &events)?;
@@ -186,6 +194,9 @@ impl Direction {
             if now.nanos() - last_publish.nanos() >= PUBLISH_EVERY_NS {
                 rt_offset = realtime_offset_ns(); // follows NTP adjustments of the wall clock
                 rx_overrun += self.rx.socket().take_overruns();
+                if let Some(c) = self.capture.as_mut() {
+                    c.tick();
+                }
                 self.publish(&pipe, rx_overrun, tx_error, &late);
                 last_publish = now;
             }
@@ -233,15 +244,25 @@ impl Direction {
             write_events(w, &events)?;
             w.flush()?;
         }
+        self.capture_drops(&mut pipe, &mut drops, rt_offset);
+        if let Some(c) = self.capture.as_mut() {
+            c.finish();
+        }
         rx_overrun += self.rx.socket().take_overruns();
         self.publish(&pipe, rx_overrun, tx_error, &late);
         Ok(())
     }
 
     /// Sends what is due; records how late each frame left. Returns frames the kernel refused.
-    fn send(&mut self, out: &mut Vec<Departure>, late: &mut LatenessHistogram) -> u64 {
+    fn send(&mut self, out: &mut Vec<Departure>, late: &mut LatenessHistogram, rt_offset: i64) -> u64 {
         if out.is_empty() {
             return 0;
+        }
+        // Captured at their due time, on the wall clock as capture files keep it.
+        if let Some(c) = self.capture.as_mut() {
+            for d in out.iter() {
+                c.departure(&d.packet.data, d.packet.wire_len, d.packet.id, wall_ns(d.at, rt_offset));
+            }
         }
         // Lateness is taken when the frames are handed to the kernel: sendmmsg returns only
         // after the receiving host's stack has processed them (veth delivers inline).
@@ -256,6 +277,16 @@ impl Direction {
         failed
     }
 
+    /// Writes what the pipeline dropped since last time to the capture, then reuses the buffers.
+    fn capture_drops(&mut self, pipe: &mut Pipeline, drops: &mut Vec<DropRecord>, rt_offset: i64) {
+        let Some(c) = self.capture.as_mut() else { return };
+        pipe.take_drops(drops);
+        for d in drops.drain(..) {
+            c.dropped(&d.packet.data, d.packet.wire_len, d.packet.id, wall_ns(d.at, rt_offset), d.reason.name());
+            self.rx.recycle(d.packet.data);
+        }
+    }
+
     fn publish(&self, pipe: &Pipeline, rx_overrun: u64, tx_error: u64, late: &LatenessHistogram) {
         let snap = Snapshot {
             dir: pipe.stats().clone(),
@@ -266,9 +297,15 @@ impl Direction {
             late_p50_ns: late.quantile_ns(0.5),
             late_p99_ns: late.quantile_ns(0.99),
             late_max_ns: late.max_ns,
+            capture: self.capture.as_ref().map(Capture::counts),
         };
         *self.shared.lock().unwrap() = snap;
     }
+}
+
+/// A monotonic instant on the wall clock, in ns since the Unix epoch.
+fn wall_ns(t: Instant, rt_offset: i64) -> u64 {
+    (t.nanos() as i64 + rt_offset).max(0) as u64
 }
 
 /// Queue-log records: 32 bytes, little-endian (docs/datapath.md).

@@ -16,6 +16,7 @@ use std::time::Duration as StdDuration;
 use bloatlab_core::stats::DropCounts;
 use serde_json::{json, Value};
 
+use bloatlab_link::capture::{Capture, CaptureCounts, FileCounts};
 use bloatlab_link::config::Config;
 use direction::{Direction, Snapshot};
 use socket::{ifindex, PacketSocket, RxRing};
@@ -82,9 +83,14 @@ fn drops_json(pre_queue: &DropCounts, queue: &DropCounts, rx_overrun: u64, tx_er
     Value::Object(m)
 }
 
+fn capture_json(c: &CaptureCounts) -> Value {
+    let file = |f: &FileCounts| json!({"written": f.written, "cut": f.cut, "lost": f.lost, "bytes": f.bytes});
+    json!({"departures": file(&c.departures), "drops": file(&c.drops), "error": c.error})
+}
+
 fn snapshot_json(s: &Snapshot) -> Value {
     let q = &s.queue;
-    json!({
+    let mut v = json!({
         "arrivals": s.dir.arrivals, "departures": s.dir.departures,
         "bytes_in": s.dir.bytes_in, "bytes_out": s.dir.bytes_out,
         "enqueued": q.enqueued, "dequeued": q.dequeued,
@@ -96,7 +102,11 @@ fn snapshot_json(s: &Snapshot) -> Value {
         "departures_by_dscp": s.dir.departures_by_dscp.iter().enumerate().filter(|(_, &n)| n > 0)
             .map(|(c, &n)| (c.to_string(), json!(n))).collect::<serde_json::Map<_, _>>(),
         "depart_error_ns": {"count": s.late_count, "p50": s.late_p50_ns, "p99": s.late_p99_ns, "max": s.late_max_ns},
-    })
+    });
+    if let Some(c) = &s.capture {
+        v["capture"] = capture_json(c);
+    }
+    v
 }
 
 /// Writes the stats file atomically (temp file + rename), so readers never see half of it.
@@ -150,11 +160,14 @@ fn main() {
                 let p = d.join(format!("{}.{which}.qlog", l.name));
                 BufWriter::with_capacity(1 << 20, File::create(&p).unwrap_or_else(|e| die(1, format!("{}: {e}", p.display()))))
             });
+            let capture = dj.capture.as_ref().map(|c| {
+                Capture::open(c, &format!("{}.{which}", l.name)).unwrap_or_else(|e| die(2, format!("links[{i}].{which}.{e}")))
+            });
             let snap = Arc::new(Mutex::new(Snapshot::default()));
             pair.push(snap.clone());
             directions.push((
                 format!("{}.{which}", l.name),
-                Direction { cfg: dj.resolve().unwrap(), rx: RxRing::open(src).unwrap_or_else(|e| fail(e)), tx: PacketSocket::open(dst).unwrap_or_else(|e| fail(e)), tx_batch: Default::default(), log, shared: snap, spin_ns: cfg.spin_ns, rt_priority: cfg.rt_priority },
+                Direction { cfg: dj.resolve().unwrap(), rx: RxRing::open(src).unwrap_or_else(|e| fail(e)), tx: PacketSocket::open(dst).unwrap_or_else(|e| fail(e)), tx_batch: Default::default(), log, capture, shared: snap, spin_ns: cfg.spin_ns, rt_priority: cfg.rt_priority },
             ));
         }
         shared.push((l.name.clone(), pair[0].clone(), pair[1].clone()));

@@ -30,7 +30,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise UsageError("give a spec file or --preset NAME (bloatlab presets lists them), not both")
     if args.repeat is not None and not 1 <= args.repeat <= MAX_REPEAT:
         raise UsageError(f"{args.repeat} repetitions; give --repeat a whole number from 1 to {MAX_REPEAT}")
-    source = Source(args.preset, args.spec)
+    source = Source(args.preset, args.spec, pcap=tuple(d.strip() for item in args.pcap or [] for d in item.split(",")))
     sets = args.set or []
     axes = sweep_axes(args.preset, args.spec, sets, args.sweep or [])
     repeat = args.repeat if args.repeat is not None else source.load(sets).repeat  # the spec's own `repeat`
@@ -44,6 +44,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(f"warning: {warning}", file=sys.stderr)
     lines = [summary_table([(label, outcome.summary)]), "",
              f"results: {outcome.run_dir}/ (summary.json, series/, raw/)"]
+    if outcome.summary.get("pcap"):
+        files = [f["file"] for d in outcome.summary["pcap"].values() for f in d.values()]
+        lines.append(f"pcap:    {outcome.run_dir}/ ({', '.join(files)}): wireshark or tshark -r FILE")
     if outcome.plots:
         lines.append(f"plots:   {outcome.run_dir / 'plots'}/ "
                      f"({', '.join(p.name for p in outcome.plots if p.suffix == '.png')})")
@@ -163,6 +166,7 @@ def add_parsers(commands: argparse._SubParsersAction) -> None:
                        "sudo bloatlab run --preset cs244 --sweep maxq=20,40,60,80,100 --repeat 5 --out results/qlen --resume",
                        "sudo bloatlab run --preset aqm --set duration=20s   # taildrop, red, codel, pie, fq_codel",
                        "sudo bloatlab run --preset cs244 --set maxq=20 --set duration=30s --out results/q20",
+                       "sudo bloatlab run --preset aqm --set aqm=codel --pcap 's0->h2'   # then: wireshark RUN/pcap/*.pcapng",
                        "sudo bloatlab run my-experiment.toml --set bw_net=1.5mbit"])
     run.add_argument("spec", metavar="SPEC.toml", nargs="?", type=Path, help="the experiment spec file").complete = FILE
     run.add_argument("--preset", metavar="NAME", help="a bundled experiment instead (bloatlab presets)")
@@ -179,6 +183,11 @@ def add_parsers(commands: argparse._SubParsersAction) -> None:
     run.add_argument("--resume", action="store_true",
                      help="finish the sweep in --out: skip its complete runs, redo the others")
     run.add_argument("--svg", action="store_true", help="also write the plots as SVG")
+    run.add_argument("--pcap", metavar="DIRECTION", action="append",
+                     help='capture a link direction ("s0->h2"; repeat or comma-separate for more): every packet '
+                          "it sends to RUN/pcap/s0_to_h2.pcapng and every packet it drops, with the reason, to "
+                          "s0_to_h2.drops.pcapng; the spec's [probes] pcap_snaplen and pcap_limit bound them "
+                          "(docs/results.md)")
     run.add_argument("--executor", default="local", choices=sorted(EXECUTORS),
                      help="where a sweep's runs run (default: %(default)s: one after another on this machine)")
 

@@ -40,7 +40,8 @@ from bloatlab.results.writer import write_run
 from bloatlab.specs.experiment import SweepPlan
 from bloatlab.specs.model import Bulk, Experiment, Web
 from bloatlab.testbed import netns, state
-from bloatlab.testbed.datapath import lag_warnings
+from bloatlab.testbed.datapath import capture_warnings, lag_warnings
+from bloatlab.testbed.links.base import Captures
 from bloatlab.testbed.machine import machine, snapshot, tool_versions
 from bloatlab.testbed.network import DP_NODE, Network
 
@@ -142,8 +143,10 @@ class Run:
     def _run(self) -> None:
         exp, record = self.exp, self.record
         record.ports = dict(zip((w.name for w in exp.workloads), pick_ports(len(exp.workloads))))
+        captures = Captures(self.dir.pcap, frozenset(exp.probes.pcap), exp.probes.pcap_snaplen,
+                            exp.probes.pcap_limit_bytes) if exp.probes.pcap else None
         self.net = Network(exp.topology, network_name(), qlog_dir=self.dir.raw / "qlog",
-                           qlog_directions=set(exp.probes.queue))
+                           qlog_directions=set(exp.probes.queue), captures=captures)
         record.network = self.net.name
         self.net.up()
         self.workloads = [running(w, self.net, self.dir.raw, self.clock, record.ports[w.name])
@@ -229,7 +232,7 @@ class Run:
             record.backends = list(self.net.backends)  # chosen before building, so known if the build failed
             record.host_cc = dict(self.net.host_cc)
         record.datapath_stats = self._datapath_stats()
-        record.warnings += lag_warnings(record.datapath_stats)
+        record.warnings += lag_warnings(record.datapath_stats) + capture_warnings(record.datapath_stats)
         record.machine, record.tools = machine(), tool_versions()
         return record
 

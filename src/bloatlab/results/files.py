@@ -25,13 +25,14 @@ SERIES_KEYS = {"ping": "probe", "cwnd": "flow", "queue": "link", "fetch": "workl
 
 
 class RunDir:
-    """RUN/ with raw/, series/ and plots/ in it."""
+    """RUN/ with raw/, series/ and plots/ in it, and pcap/ when the run captured packets."""
 
     def __init__(self, path: Path):
         self.path = path
         self.raw = path / "raw"
         self.series = path / "series"
         self.plots = path / "plots"
+        self.pcap = path / "pcap"
 
     def holds_run(self) -> bool:
         """Whether a run was written here already (its run.json, complete or not)."""

@@ -10,6 +10,7 @@ from bloatlab.experiment.record import QUEUE_NUMBERS, RunRecord
 from bloatlab.results.files import RunDir
 from bloatlab.results.stats import FETCH_STATS, RTT_STATS, bufferbloat, describe
 from bloatlab.specs import dscp
+from bloatlab.testbed.links.base import capture_file
 from bloatlab.version import __version__
 
 
@@ -41,7 +42,23 @@ def summary(record: RunRecord) -> dict[str, Any]:
         doc["responsiveness"] = collected.responsiveness
     if (latency := idle_and_loaded(record)) is not None:
         doc["bufferbloat"] = bufferbloat(*latency)
+    if record.experiment.probes.pcap:
+        doc["pcap"] = captures(record)
     return doc
+
+
+def captures(record: RunRecord) -> dict[str, Any]:
+    """Each captured direction's two files (relative to the run) and what the datapath wrote to
+    them: packets, those past the size limit (cut) and those the disk was too slow for (lost)."""
+    out = {}
+    for direction in record.experiment.probes.pcap:
+        counts = record.datapath_stats.get(direction, {}).get("capture", {})
+        out[direction] = {
+            what: {"file": f"pcap/{capture_file(direction, drops=what == 'drops')}",
+                   **{key: counts.get(what, {}).get(name) for key, name in
+                      (("packets", "written"), ("cut", "cut"), ("lost", "lost"), ("bytes", "bytes"))}}
+            for what in ("departures", "drops")}
+    return out
 
 
 LOADS = ("bulk", "udp")

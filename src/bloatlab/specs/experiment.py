@@ -29,7 +29,8 @@ from typing import Any
 
 from bloatlab.errors import SpecError, show
 from bloatlab.specs.dscp import parse_dscp
-from bloatlab.specs.model import (DEFAULT_WEB_SIZE_BYTES, DIRECTIONS, PARAM_TYPES, TCP_PROBES, WORKLOAD_KINDS, Bulk, Experiment, Irtt,
+from bloatlab.specs.model import (DEFAULT_WEB_SIZE_BYTES, DIRECTIONS, PARAM_TYPES, PCAP_LIMIT_BYTES, PCAP_MIN_LIMIT_BYTES,
+                                 PCAP_SNAPLEN, PCAP_SNAPLEN_RANGE, TCP_PROBES, WORKLOAD_KINDS, Bulk, Experiment, Irtt,
                                  Param, Ping, Probes, Responsiveness, Topology, Udp, Web, Workload)
 from bloatlab.specs.reading import check_keys, congestion_control, field_of, load_toml
 from bloatlab.specs.topology import parse_topology
@@ -47,7 +48,7 @@ MIN_RESPONSIVENESS_NS = 10 * 10**9  # idle probes, then MAD (4) intervals to sat
 SPEC_KEYS = ("name", "description", "duration", "seed", "repeat", "params", "topology", "workloads", "probes")
 MAX_REPEAT = 1000
 PARAM_KEYS = ("default", "type", "help", "choices", "min", "max", "sweep")
-PROBE_KEYS = ("tcp", "queue")
+PROBE_KEYS = ("tcp", "queue", "pcap", "pcap_snaplen", "pcap_limit")
 COMMON_WORKLOAD_KEYS = ("kind", "name", "start", "stop", "enabled")
 SWITCHES = {True: True, False: False, "on": True, "off": False, "true": True, "false": False,
             "yes": True, "no": False}
@@ -93,15 +94,16 @@ def preset_info(name: str) -> tuple[str, list[Param]]:
     return data.get("description", "").strip(), list(_parse_params(data.get("params", {})).values())
 
 
-def load_preset(name: str, sets: list[str] | None = None, rep: int = 1) -> Experiment:
+def load_preset(name: str, sets: list[str] | None = None, rep: int = 1, pcap: tuple[str, ...] = ()) -> Experiment:
     path = preset_path(name)
     return parse_experiment(load_toml(path), sets or [], base_dir=path.parent, preset=name,
-                            source=f"preset {name}", rep=rep)
+                            source=f"preset {name}", rep=rep, pcap=pcap)
 
 
-def load_experiment(path: str | Path, sets: list[str] | None = None, rep: int = 1) -> Experiment:
+def load_experiment(path: str | Path, sets: list[str] | None = None, rep: int = 1,
+                    pcap: tuple[str, ...] = ()) -> Experiment:
     path = Path(path)
-    return parse_experiment(load_toml(path), sets or [], base_dir=path.parent, source=str(path), rep=rep)
+    return parse_experiment(load_toml(path), sets or [], base_dir=path.parent, source=str(path), rep=rep, pcap=pcap)
 
 
 @dataclass(frozen=True)
@@ -111,12 +113,13 @@ class Source:
 
     preset: str | None = None
     path: Path | None = None
+    pcap: tuple[str, ...] = ()  # link directions to capture besides the spec's (--pcap)
 
     def load(self, sets: list[str] | None = None, rep: int = 1) -> Experiment:
         if self.preset is not None:
-            return load_preset(self.preset, sets, rep)
+            return load_preset(self.preset, sets, rep, self.pcap)
         assert self.path is not None
-        return load_experiment(self.path, sets, rep)
+        return load_experiment(self.path, sets, rep, self.pcap)
 
     def file(self) -> Path:
         return preset_path(self.preset) if self.preset is not None else Path(self.path)  # type: ignore[arg-type]
@@ -173,9 +176,11 @@ def plan_sweep(source: Source, sets: list[str], axes: list[tuple[str, list[str]]
 
 
 def parse_experiment(data: dict[str, Any], sets: list[str], *, base_dir: Path,
-                     preset: str | None = None, source: str | None = None, rep: int = 1) -> Experiment:
+                     preset: str | None = None, source: str | None = None, rep: int = 1,
+                     pcap: tuple[str, ...] = ()) -> Experiment:
     """The experiment; repetition `rep` (from 1) runs with the seeds moved on by rep - 1, so
-    the emulated loss and hashing differ between repetitions yet each stays reproducible."""
+    the emulated loss and hashing differ between repetitions yet each stays reproducible.
+    `pcap` adds link directions to capture (--pcap) to the spec's own."""
     check_keys(data, SPEC_KEYS, "", "an experiment spec")
     params = _parse_params(data.get("params", {}))
     values = _apply_sets({p.name: p.default for p in params.values()}, params, sets)
@@ -220,7 +225,7 @@ def parse_experiment(data: dict[str, Any], sets: list[str], *, base_dir: Path,
         topology = dataclasses.replace(topology, seed=topology.seed + rep - 1)
 
     workloads = _parse_workloads(spec.get("workloads", []), topology, duration_ns)
-    probes = _parse_probes(spec.get("probes", {}), topology)
+    probes = _parse_probes(spec.get("probes", {}), topology, pcap)
     return Experiment(name=name, description=description.strip(), topology=topology,
                       workloads=tuple(workloads), probes=probes, duration_ns=duration_ns, seed=seed,
                       params=values, preset=preset, source=source, repeat=repeat)
@@ -559,7 +564,8 @@ _KIND_PARSERS = {"bulk": _parse_bulk, "udp": _parse_udp, "ping": _parse_ping, "i
                  "responsiveness": _parse_responsiveness}
 
 
-def _parse_probes(raw: object, topology: Topology) -> Probes:
+def _parse_probes(raw: object, topology: Topology, pcap: tuple[str, ...] = ()) -> Probes:
+    """The [probes] table; `pcap` adds directions to capture (from --pcap)."""
     if not isinstance(raw, dict):
         raise SpecError("must be a table, e.g. [probes]", field="probes")
     check_keys(raw, PROBE_KEYS, "probes", "probes")
@@ -567,15 +573,32 @@ def _parse_probes(raw: object, topology: Topology) -> Probes:
     if tcp not in TCP_PROBES:
         raise SpecError(f"{show(tcp)} is not a TCP probe; choose one of: {', '.join(TCP_PROBES)}",
                         field="probes.tcp")
+    queue = _directions(raw.get("queue", bottlenecks(topology)), topology, "probes.queue")
+    captured = _directions(raw.get("pcap", []), topology, "probes.pcap") + _directions(list(pcap), topology, "--pcap")
+    snaplen = raw.get("pcap_snaplen", PCAP_SNAPLEN)
+    low, high = PCAP_SNAPLEN_RANGE
+    if not isinstance(snaplen, int) or isinstance(snaplen, bool) or not low <= snaplen <= high:
+        raise SpecError(f"{show(snaplen)} is not a snap length; write a whole number of bytes from {low} to {high} "
+                        f"({PCAP_SNAPLEN} keeps the headers, {high} whole frames)", field="probes.pcap_snaplen")
+    limit = parse_size_bytes(raw.get("pcap_limit", PCAP_LIMIT_BYTES), "probes.pcap_limit")
+    if limit < PCAP_MIN_LIMIT_BYTES:
+        raise SpecError(f"{show(raw.get('pcap_limit'))} is too small to hold a packet; write at least "
+                        f'"{PCAP_MIN_LIMIT_BYTES // 1024}kib"', field="probes.pcap_limit")
+    return Probes(tcp=tcp, queue=tuple(dict.fromkeys(queue)), pcap=tuple(dict.fromkeys(captured)),
+                  pcap_snaplen=snaplen, pcap_limit_bytes=limit)
+
+
+def _directions(raw: object, topology: Topology, field: str) -> list[str]:
+    """A list of link direction names ("s0->h2"), each checked against the topology."""
     directions = [link.direction_name(which) for link in topology.links for which in ("forward", "reverse")]
-    queue = raw.get("queue", bottlenecks(topology))
-    if not isinstance(queue, list) or not all(isinstance(q, str) for q in queue):
-        raise SpecError('must be a list of link directions, e.g. queue = ["s0->h2"]', field="probes.queue")
-    for index, name in enumerate(queue):
+    if not isinstance(raw, list) or not all(isinstance(q, str) for q in raw):
+        raise SpecError(f'must be a list of link directions, e.g. {field.partition(".")[2] or "pcap"} = ["s0->h2"]',
+                        field=field)
+    for index, name in enumerate(raw):
         if name not in directions:
             raise SpecError(f"{show(name)} is no link direction; the directions are {', '.join(directions)}",
-                            field=field_of("probes.queue", index))
-    return Probes(tcp=tcp, queue=tuple(dict.fromkeys(queue)))
+                            field=field if field == "--pcap" else field_of(field, index))
+    return list(raw)
 
 
 def bottlenecks(topology: Topology) -> list[str]:

@@ -19,6 +19,12 @@ PARAM_TYPES = ("rate", "duration", "size", "int", "float", "percent", "string")
 WORKLOAD_KINDS = ("bulk", "udp", "ping", "irtt", "web", "responsiveness")
 DIRECTIONS = ("down", "up", "both")  # a responsiveness test's, seen from its client
 TCP_PROBES = ("auto", "tracepoint", "ss", "off")
+# Captures: 128 bytes hold the Ethernet, IP and TCP headers with every option, which is what
+# Wireshark's TCP analysis reads; 262144 (tcpdump's) keeps whole frames.
+PCAP_SNAPLEN = 128
+PCAP_SNAPLEN_RANGE = (14, 262_144)
+PCAP_LIMIT_BYTES = 100_000_000  # per file: 550k headers, some 7 s of a saturated 1 Gbit/s link
+PCAP_MIN_LIMIT_BYTES = 4096  # the files' header blocks and a frame or two
 DEFAULT_WEB_SIZE_BYTES = 180_000  # about the index page the CS244 original fetched
 
 
@@ -284,6 +290,13 @@ class Responsiveness(Workload):
 class Probes:
     tcp: str = "auto"  # one of TCP_PROBES; auto = the tracepoint where it exists, else ss
     queue: tuple[str, ...] = ()  # link directions ("s0->h2") whose queue is recorded
+    pcap: tuple[str, ...] = ()  # link directions whose departures and drops are captured
+    pcap_snaplen: int = PCAP_SNAPLEN  # bytes kept of each frame
+    pcap_limit_bytes: int = PCAP_LIMIT_BYTES  # the most each capture file grows to
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"tcp": self.tcp, "queue": list(self.queue), "pcap": list(self.pcap),
+                "pcap_snaplen": self.pcap_snaplen, "pcap_limit_bytes": self.pcap_limit_bytes}
 
 
 @dataclass(frozen=True)
@@ -313,5 +326,5 @@ class Experiment:
         return {
             "name": self.name, "description": self.description, "duration_s": self.duration_s,
             "seed": self.seed, "topology": self.topology.to_dict(), "workloads": workloads,
-            "probes": {"tcp": self.probes.tcp, "queue": list(self.probes.queue)},
+            "probes": self.probes.to_dict(),
         }

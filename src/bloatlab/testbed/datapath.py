@@ -175,3 +175,26 @@ def lag_warnings(stats: dict[str, dict[str, Any]]) -> list[str]:
             out.append(f"{name}: {lost} frames lost outside the emulated link (rx_overrun {drops.get('rx_overrun', 0)}, "
                        f"tx_error {drops.get('tx_error', 0)}): the datapath could not keep up")
     return out
+
+
+def capture_warnings(stats: dict[str, dict[str, Any]]) -> list[str]:
+    """What a capture is missing, per captured direction: packets past its size limit, packets
+    lost because the disk fell behind, and the writer's error."""
+    out = []
+    for name, d in stats.items():
+        capture = d.get("capture")
+        if not capture:
+            continue
+        for what in ("departures", "drops"):
+            f = capture.get(what, {})
+            if f.get("cut"):
+                out.append(f"{name}: the capture of its {what} reached probes.pcap_limit at {f.get('bytes', 0) / 1e6:.1f} MB; "
+                           f"{f['cut']} of {f['cut'] + f.get('written', 0)} packets are not in it (raise pcap_limit, "
+                           "or lower pcap_snaplen)")
+            if f.get("lost"):
+                out.append(f"{name}: the capture of its {what} lost {f['lost']} packets: the disk fell behind "
+                           "(the link ran on; lower pcap_snaplen or write to a faster disk)")
+        if capture.get("error"):
+            out.append(f"{name}: the capture stopped: {capture['error']}")
+    return out
+

@@ -12,6 +12,7 @@ and `clean` find it again, also after a crash.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import logging
@@ -29,7 +30,7 @@ from bloatlab.errors import BloatlabError, MachineError, SpecError
 from bloatlab.specs.model import LinkSpec, Topology
 from bloatlab.testbed import capabilities, netns, state
 from bloatlab.testbed.datapath import BINARY_NAME as DATAPATH_BINARY, Datapath, read_stats_if_any
-from bloatlab.testbed.links.base import LinkBackend, Port, Site, middle_ifaces
+from bloatlab.testbed.links.base import Captures, LinkBackend, Port, Site, middle_ifaces
 from bloatlab.testbed.links.kernel import KernelBackend
 from bloatlab.testbed.links.userspace import UserspaceBackend
 
@@ -49,13 +50,21 @@ LINK_BACKENDS: dict[str, type[LinkBackend]] = {b.name: b for b in (KernelBackend
 AUTO_ORDER = ("kernel", "userspace")
 
 
-def choose_backend(link: LinkSpec, kernel_qdiscs: dict[str, bool], index: int | None = None) -> str:
+def choose_backend(link: LinkSpec, kernel_qdiscs: dict[str, bool], index: int | None = None,
+                   captured: str | None = None) -> str:
     """The backend that serves `link`: the one it names, or with "auto" the first in AUTO_ORDER
     that can serve everything it asks here. A backend the link names that cannot serve it, or
-    none under "auto", is a one-line error naming the field to change."""
+    none under "auto", is a one-line error naming the field to change. A link with a `captured`
+    direction needs the userspace datapath, the one that sees every packet and every drop."""
     def field(key: str) -> str:
         return f"links[{index}].{key}" if index is not None else f"link {link.name}: {key}"
 
+    if captured is not None:
+        if link.backend == "kernel":
+            raise SpecError(f"the kernel backend cannot capture {captured} (probes.pcap): only bloatlab's "
+                            'datapath sees each packet it sends and drops; use backend = "userspace" or "auto"',
+                            field=field("backend"))
+        link = dataclasses.replace(link, backend="userspace")
     if link.backend != "auto":
         refused = LINK_BACKENDS[link.backend].refusals(link, kernel_qdiscs)
         if refused:
@@ -110,12 +119,13 @@ class Network:
 
     def __init__(self, topology: Topology, name: str, detach: bool = False, *,
                  qlog_dir: Path | None = None, qlog_directions: set[str] | None = None,
-                 topology_path: str | Path | None = None):
+                 captures: Captures | None = None, topology_path: str | Path | None = None):
         self.topology = topology
         self.name = check_name(name)
         self.detach = detach  # the datapath outlives this process (bloatlab up)
         self.qlog_dir = qlog_dir  # queue logs of userspace links, if wanted
         self.qlog_directions = qlog_directions  # of these directions ("s0->h2"); None: all
+        self.captures = captures  # pcapng captures of userspace link directions, if wanted
         self.topology_path = str(topology_path) if topology_path is not None else None
         self.backends: list[str] = []  # per link, known after up() or attach()
         self.host_cc: dict[str, str] = {}  # each host's default congestion control, after up() or attach()
@@ -174,7 +184,10 @@ class Network:
                 field = f"hosts.{host}.cc" if topo.hosts[host].cc else "cc"
                 capabilities.check_congestion_control(topo.host_cc(host), field, as_default=True)
         qdiscs = capabilities.kernel_qdiscs() if any(link.backend != "userspace" for link in topo.links) else {}
-        self.backends = [choose_backend(link, qdiscs, index) for index, link in enumerate(topo.links)]
+        captured = self.captures.directions if self.captures is not None else frozenset()
+        self.backends = [choose_backend(link, qdiscs, index,
+                                        next((d for d in map(link.direction_name, ("forward", "reverse")) if d in captured), None))
+                         for index, link in enumerate(topo.links)]
         if "userspace" in self.backends:
             capabilities.binary(DATAPATH_BINARY)  # missing, or of another version: said before building
         ports = [self._end_ports(index) for index in range(len(topo.links))]
@@ -251,7 +264,7 @@ class Network:
             netns.add(self.datapath_namespace)
             self._silence_ipv6(self.datapath_namespace)
         site = Site(topo, self.datapath_namespace, self.state_dir, detach=self.detach, qlog_dir=self.qlog_dir,
-                    qlog_directions=self.qlog_directions)
+                    qlog_directions=self.qlog_directions, captures=self.captures)
         builders = {name: LINK_BACKENDS[name](site) for name in dict.fromkeys(self.backends)}
 
         for index, (link, (a, b)) in enumerate(zip(topo.links, ports)):

@@ -176,11 +176,25 @@ pub struct Queue {
     disc: Box<dyn QueueDisc>,
     stats: QueueStats,
     scratch: Verdicts,
+    /// Dropped packets, whole, in the order their drop events went out (see `keep_dropped`).
+    dropped: Option<Vec<Dropped>>,
 }
 
 impl Queue {
     pub fn new(disc: Box<dyn QueueDisc>) -> Self {
-        Queue { disc, stats: QueueStats::default(), scratch: Verdicts::default() }
+        Queue { disc, stats: QueueStats::default(), scratch: Verdicts::default(), dropped: None }
+    }
+
+    /// Keep every dropped packet with its frame (for a capture) until `take_dropped`;
+    /// otherwise a drop frees the packet at once.
+    pub fn keep_dropped(&mut self, on: bool) {
+        self.dropped = on.then(Vec::new);
+    }
+    /// Hands each packet dropped since the last call to `each`, in drop order.
+    pub fn take_dropped(&mut self, mut each: impl FnMut(Dropped)) {
+        if let Some(kept) = self.dropped.as_mut() {
+            kept.drain(..).for_each(&mut each);
+        }
     }
 
     pub fn stats(&self) -> &QueueStats {
@@ -207,6 +221,7 @@ impl Queue {
             self.stats.dropped_at_enqueue += 1;
             self.stats.drops.add(d.reason);
             on_event(QueueEvent::Dropped(info, d.reason), &self.stats);
+            self.keep(d);
         } else {
             self.stats.enqueued += 1;
             self.stats.backlog_pkts += 1;
@@ -246,6 +261,14 @@ impl Queue {
             self.stats.backlog_bytes -= d.packet.len() as u64;
             self.stats.drops.add(d.reason);
             on_event(QueueEvent::Dropped(d.packet.info(), d.reason), &self.stats);
+            if let Some(kept) = self.dropped.as_mut() {
+                kept.push(d);
+            }
+        }
+    }
+    fn keep(&mut self, d: Dropped) {
+        if let Some(kept) = self.dropped.as_mut() {
+            kept.push(d);
         }
     }
     fn note_max(&mut self) {

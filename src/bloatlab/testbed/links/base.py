@@ -48,6 +48,26 @@ class Refusal:
 
 
 @dataclass(frozen=True)
+class Captures:
+    """pcapng captures of link directions, which only the userspace datapath can take: each
+    captured direction's departures, and its drops, in two files in `dir`."""
+
+    dir: Path
+    directions: frozenset[str]  # "s0->h2"
+    snaplen: int  # bytes kept of each frame
+    limit_bytes: int  # the most each file grows to
+
+    def paths(self, direction: str) -> tuple[Path, Path]:
+        """The departures' file and the drops' file of `direction`."""
+        return self.dir / capture_file(direction), self.dir / capture_file(direction, drops=True)
+
+
+def capture_file(direction: str, drops: bool = False) -> str:
+    """The file name of a direction's capture: "s0->h2" -> s0_to_h2.pcapng, s0_to_h2.drops.pcapng."""
+    return direction.replace("->", "_to_") + (".drops" if drops else "") + ".pcapng"
+
+
+@dataclass(frozen=True)
 class Site:
     """Where and how a network's links are built: what every backend is made with."""
 
@@ -57,6 +77,7 @@ class Site:
     detach: bool = False  # processes outlive the one that built them (bloatlab up)
     qlog_dir: Path | None = None  # queue logs of userspace links, if wanted
     qlog_directions: set[str] | None = None  # of these directions ("s0->h2"); None: all
+    captures: Captures | None = None  # pcapng captures of userspace link directions
 
 
 class Daemon(Protocol):

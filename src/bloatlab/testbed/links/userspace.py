@@ -37,9 +37,19 @@ class UserspaceBackend(LinkBackend):
         self.links.append({
             "name": link.name, "a_iface": a_dp, "b_iface": b_dp,
             **{which: {**direction_config(getattr(link, which), self.site.topology.direction_seed(index, which)),
-                       "qlog": self.site.qlog_directions is None or link.direction_name(which) in self.site.qlog_directions}
+                       "qlog": self.site.qlog_directions is None or link.direction_name(which) in self.site.qlog_directions,
+                       **self._capture(link.direction_name(which))}
                for which in DIRECTIONS},
         })
+
+    def _capture(self, direction: str) -> dict:
+        """The config's `capture` of a direction, if it is captured."""
+        captures = self.site.captures
+        if captures is None or direction not in captures.directions:
+            return {}
+        departures, drops = captures.paths(direction)
+        return {"capture": {"name": direction, "departures_path": str(departures), "drops_path": str(drops),
+                            "snaplen": captures.snaplen, "limit_bytes": captures.limit_bytes}}
 
     def start(self) -> None:
         if not self.links:
@@ -48,6 +58,8 @@ class UserspaceBackend(LinkBackend):
         stats_path = self.site.state_dir / "datapath-stats.json"
         if self.site.qlog_dir is not None:
             self.site.qlog_dir.mkdir(parents=True, exist_ok=True)
+        if self.site.captures is not None:
+            self.site.captures.dir.mkdir(parents=True, exist_ok=True)
         write_config(config_path, netns=self.site.dp_ns, stats_path=stats_path, log_dir=self.site.qlog_dir,
                      links=self.links)
         self.daemon = Datapath.start(config_path, stats_path, self.site.state_dir / "datapath.log",

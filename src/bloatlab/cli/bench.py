@@ -24,7 +24,7 @@ def cmd_bench_link(args: argparse.Namespace) -> int:
     from bloatlab.lab import bench  # builds networks: imported when it runs
 
     out_dir = Path(args.out or f"results/bench-link-{time.strftime('%Y%m%d-%H%M%S')}")
-    doc = bench.run_link(rates, delays, duration_s, args.rounds, out_dir, progress=not args.quiet)
+    doc = bench.run_link(rates, delays, duration_s, args.rounds, out_dir, progress=not args.quiet, pcap=args.pcap)
     table = doc.pop("table")
     emit(args, doc, f"{table}\n\n" + "\n".join(doc["targets"]) + f"\n\nresults: {out_dir}/bench-link.txt and "
          "bench-link.json")
@@ -41,7 +41,8 @@ def add_parsers(commands: argparse._SubParsersAction) -> None:
         "Measures each backend at each rate and delay: achieved rate, RTT, queueing delay, and checks\n"
         "them against their targets (exit status 1 if one misses). Needs root.",
         ["sudo bloatlab bench link",
-         "sudo bloatlab bench link --rates 10mbit,100mbit --delay 5ms --duration 3s --out results/bench"])
+         "sudo bloatlab bench link --rates 10mbit,100mbit --delay 5ms --duration 3s --out results/bench",
+         "sudo bloatlab bench link --rates 1gbit --delay 0ms --pcap   # what capturing both directions costs"])
     link.add_argument("--rates", default="1.5mbit,10mbit,100mbit,1gbit,unlimited",
                       help="comma-separated link rates (default: %(default)s)")
     link.add_argument("--delay", default="0ms,10ms",
@@ -50,5 +51,9 @@ def add_parsers(commands: argparse._SubParsersAction) -> None:
     link.add_argument("--rounds", type=int, default=3, metavar="N",
                       help="alternating runs of the unlimited pair without delay, whose throughput is CPU-bound "
                            "and varies most; its target is judged on the median ratio (default: %(default)s)")
+    link.add_argument("--pcap", action="store_true",
+                      help="also run each userspace case capturing both directions (as [probes] pcap does, "
+                           "files removed after): every packet must reach its file, and the goodput stay within "
+                           "3%% of the uncaptured case's")
     link.add_argument("--out", metavar="DIR", type=Path, help="write raw results under DIR").complete = DIRECTORY
     replay.add_bench_parser(benchmarks)

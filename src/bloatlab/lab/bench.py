@@ -14,6 +14,8 @@ and (where the kernel can serve it) on the kernel path as the same-run baseline:
     one does: each end has a veth into the datapath namespace, where a bridge joins them.
   - unlimited and without delay, a plain veth pair between the hosts ("veth") as well: the
     throughput target is a share of it, in alternating rounds.
+  - with --pcap, each userspace case again with both directions captured ("pcap"): the same
+    targets, the goodput against the uncaptured case's, and every packet in the files.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -33,10 +36,11 @@ from typing import Any
 from bloatlab.experiment.parsers import IperfResult, parse_iperf3, parse_ping_replies, parse_ping_summary, parse_ss_tin
 from bloatlab.experiment.running import wait_listening
 from bloatlab.progress import Progress, ticking
-from bloatlab.specs.model import DirectionSpec, HostSpec, LinkSpec, QueueSpec, Topology
+from bloatlab.specs.model import PCAP_SNAPLEN, DirectionSpec, HostSpec, LinkSpec, QueueSpec, Topology
 from bloatlab.specs.units import format_duration_ns, format_rate
 from bloatlab.testbed import capabilities
 from bloatlab.testbed import netns
+from bloatlab.testbed.links.base import Captures
 from bloatlab.testbed.network import Network
 from bloatlab.version import __version__
 
@@ -49,11 +53,15 @@ IPERF_PORT = 5201
 # iperf3 runs this much longer than warm-up + measuring window, so the window's last sample
 # is taken while the flow still runs.
 IPERF_TAIL_S = 1.0
+# Captures never reach their limit in a case: the cost of writing is measured over all of it.
+PCAP_BENCH_LIMIT = 1 << 40
 
 
 @dataclass(frozen=True)
 class Case:
-    backend: str  # "userspace" | "kernel" | "veth" (a plain veth pair, no link between)
+    # "userspace" | "kernel" | "veth" (a plain veth pair, no link between) | "pcap" (userspace,
+    # both directions captured)
+    backend: str
     rate_bps: int | None
     delay_ns: int  # each way
     round: int | None = None  # which of the alternating runs of a repeated pair
@@ -97,6 +105,9 @@ class CaseResult:
     datapath_cpu_pct: float | None = None
     unintended_drops: int | None = None
     drops: dict[str, int] = field(default_factory=dict)
+    # A "pcap" case's captures per direction: the departures counted, and each file's counts
+    # (written, cut, lost, bytes) as the datapath left them.
+    capture: dict[str, Any] = field(default_factory=dict)
 
 
 def queue_packets(case: Case) -> int:
@@ -127,8 +138,9 @@ def two_hosts(case: Case) -> Topology:
     # A kernel link queues between the hosts, as the userspace one does, so both fill their queue
     # the same way; "veth" is one veth pair between the hosts (its root pfifo is never full).
     plain = case.backend == "veth"
+    backend = {"veth": "kernel", "pcap": "userspace"}.get(case.backend, case.backend)
     link = LinkSpec(name="h1-h2", ends=("h1", "h2"), forward=d, reverse=d,
-                    backend="kernel" if plain else case.backend, queue_at="sender" if plain else "link")
+                    backend=backend, queue_at="sender" if plain else "link")
     return Topology(hosts={"h1": HostSpec("h1"), "h2": HostSpec("h2")}, switches={}, links=[link])
 
 
@@ -238,72 +250,89 @@ def parse_snmp_counter(snmp: str, group: str, name: str) -> int | None:
     return int(lines[1][lines[0].index(name)])
 
 
-def run_case(case: Case, duration_s: float, name: str) -> CaseResult:
+def run_case(case: Case, duration_s: float, name: str, out_dir: Path) -> CaseResult:
     res = CaseResult(case, queue_pkts=queue_packets(case))
     rate = case.rate_bps
     ser_ms = (lambda nbytes: nbytes * 8 / rate * 1e3) if rate else (lambda nbytes: 0.0)
-    with Network(two_hosts(case), name) as net:
-        dst = net.address("h2")
-        for host in net.topology.hosts:
-            for key, value in TCP_BUFFERS.items():
-                net.exec(host, ["sysctl", "-qw", f"{key}={value}"], check=True)
-        net.exec("h1", ["ping", "-c", "2", "-i", "0.2", "-W", "2", dst])  # ARP
-        # 1. Idle RTT: the path delay twice, plus the ping's own serialisation each way.
-        idle = net.exec("h1", ["ping", "-c", "30", "-i", "0.02", dst]).stdout
-        res.min_rtt_ms = parse_ping_summary(idle).min_ms
-        res.expected_min_rtt_ms = 2 * case.delay_ns / 1e6 + 2 * ser_ms(PING_FRAME)
-        # 2. TCP with pings riding along: goodput over `duration_s` after the warm-up.
-        dp = net.datapath
-        cpu0, t0 = (_cpu_seconds(dp.pid), time.monotonic()) if dp else (0.0, 0.0)
-        interval = "0.1" if (rate or 10**12) <= 20_000_000 else "0.02"
-        warm = warmup_s(case)
-        run_s = math.ceil(warm + duration_s + IPERF_TAIL_S)  # iperf3 -t takes whole seconds
-        pinger = net.popen("h1", ["ping", "-i", interval, "-w", str(run_s), dst],
-                           stdout=subprocess.PIPE, text=True)
-
-        def sample_window(t_start: float) -> None:
-            for at in (t_start + warm, t_start + warm + duration_s):
-                time.sleep(max(0.0, at - time.monotonic()))
-                if (sample := _sample_delivered(net, "h1", IPERF_PORT)) is not None:
-                    res.tcp_window.append(sample)
-
-        tcp, _ = _iperf(net, ["-t", str(run_s), "-C", "cubic"], timeout_s=run_s + 30, during=sample_window)
-        loaded = parse_ping_replies(pinger.communicate(timeout=run_s + 10)[0])
-        if dp:
-            res.datapath_cpu_pct = 100 * (_cpu_seconds(dp.pid) - cpu0) / (time.monotonic() - t0)
-        res.tcp_goodput_mbps = goodput_mbps(res.tcp_window)
-        res.tcp_retransmits = tcp.retransmits
-        if rate:
-            res.tcp_capacity_mbps = rate * TCP_PAYLOAD / FRAME_BYTES / 1e6
-            # A ping waits behind a full queue and the frame on the wire.
-            res.expected_peak_rtt_ms = res.min_rtt_ms + ser_ms(queue_packets(case) * FRAME_BYTES)
-        res.peak_rtt_ms = max((r.rtt_ms for r in loaded), default=None)
-        # 3. UDP just above the rate: the receiver should get the link's payload capacity.
-        if rate:
-            before = udp_rcvbuf_errors(net, "h2")
-            _, udp_server = _iperf(net, ["-u", "-b", str(int(rate * 1.1)), "-l", str(UDP_PAYLOAD), "-t", "4"],
-                                   timeout_s=40)
-            after = udp_rcvbuf_errors(net, "h2")
-            res.udp_rcvbuf_drops = after - before if None not in (before, after) else None
-            res.udp_received_mbps = received_mbps(udp_server, after_s=1)
-            res.udp_capacity_mbps = rate * UDP_PAYLOAD / FRAME_BYTES / 1e6
-        # 4. What the datapath saw.
-        unintended = _interface_drops(net)
-        if dp:
-            stats = dp.stats()["links"]["h1-h2"]
-            fwd = stats["forward"]["depart_error_ns"]
-            res.depart_error_p50_us = fwd["p50"] / 1e3
-            res.depart_error_p99_us = fwd["p99"] / 1e3
-            for d in ("forward", "reverse"):
-                for reason, n in stats[d]["drops"].items():
-                    res.drops[reason] = res.drops.get(reason, 0) + n
-            unintended += sum(res.drops.get(k, 0) for k in ("rx_overrun", "tx_error", "oversize", "runt"))
-        res.unintended_drops = unintended
+    captures = None
+    if case.backend == "pcap":  # the files only count: they go once measured
+        captures = Captures(out_dir / f"pcap-{name}", frozenset({"h1->h2", "h2->h1"}), PCAP_SNAPLEN, PCAP_BENCH_LIMIT)
+    try:
+        with Network(two_hosts(case), name, captures=captures) as net:
+            _measure(net, case, res, duration_s, ser_ms)
+        if captures is not None:
+            final = (net.final_datapath_stats or {}).get("links", {}).get("h1-h2", {})
+            res.capture = {which: {"sent": final.get(which, {}).get("departures"), **final.get(which, {}).get("capture", {})}
+                           for which in ("forward", "reverse")}
+    finally:
+        if captures is not None:
+            shutil.rmtree(captures.dir, ignore_errors=True)
     return res
 
 
+def _measure(net: Network, case: Case, res: CaseResult, duration_s: float,
+             ser_ms: Callable[[float], float]) -> None:
+    rate = case.rate_bps
+    dst = net.address("h2")
+    for host in net.topology.hosts:
+        for key, value in TCP_BUFFERS.items():
+            net.exec(host, ["sysctl", "-qw", f"{key}={value}"], check=True)
+    net.exec("h1", ["ping", "-c", "2", "-i", "0.2", "-W", "2", dst])  # ARP
+    # 1. Idle RTT: the path delay twice, plus the ping's own serialisation each way.
+    idle = net.exec("h1", ["ping", "-c", "30", "-i", "0.02", dst]).stdout
+    res.min_rtt_ms = parse_ping_summary(idle).min_ms
+    res.expected_min_rtt_ms = 2 * case.delay_ns / 1e6 + 2 * ser_ms(PING_FRAME)
+    # 2. TCP with pings riding along: goodput over `duration_s` after the warm-up.
+    dp = net.datapath
+    cpu0, t0 = (_cpu_seconds(dp.pid), time.monotonic()) if dp else (0.0, 0.0)
+    interval = "0.1" if (rate or 10**12) <= 20_000_000 else "0.02"
+    warm = warmup_s(case)
+    run_s = math.ceil(warm + duration_s + IPERF_TAIL_S)  # iperf3 -t takes whole seconds
+    pinger = net.popen("h1", ["ping", "-i", interval, "-w", str(run_s), dst],
+                       stdout=subprocess.PIPE, text=True)
+
+    def sample_window(t_start: float) -> None:
+        for at in (t_start + warm, t_start + warm + duration_s):
+            time.sleep(max(0.0, at - time.monotonic()))
+            if (sample := _sample_delivered(net, "h1", IPERF_PORT)) is not None:
+                res.tcp_window.append(sample)
+
+    tcp, _ = _iperf(net, ["-t", str(run_s), "-C", "cubic"], timeout_s=run_s + 30, during=sample_window)
+    loaded = parse_ping_replies(pinger.communicate(timeout=run_s + 10)[0])
+    if dp:
+        res.datapath_cpu_pct = 100 * (_cpu_seconds(dp.pid) - cpu0) / (time.monotonic() - t0)
+    res.tcp_goodput_mbps = goodput_mbps(res.tcp_window)
+    res.tcp_retransmits = tcp.retransmits
+    if rate:
+        res.tcp_capacity_mbps = rate * TCP_PAYLOAD / FRAME_BYTES / 1e6
+        # A ping waits behind a full queue and the frame on the wire.
+        res.expected_peak_rtt_ms = res.min_rtt_ms + ser_ms(queue_packets(case) * FRAME_BYTES)
+    res.peak_rtt_ms = max((r.rtt_ms for r in loaded), default=None)
+    # 3. UDP just above the rate: the receiver should get the link's payload capacity.
+    if rate:
+        before = udp_rcvbuf_errors(net, "h2")
+        _, udp_server = _iperf(net, ["-u", "-b", str(int(rate * 1.1)), "-l", str(UDP_PAYLOAD), "-t", "4"],
+                               timeout_s=40)
+        after = udp_rcvbuf_errors(net, "h2")
+        res.udp_rcvbuf_drops = after - before if None not in (before, after) else None
+        res.udp_received_mbps = received_mbps(udp_server, after_s=1)
+        res.udp_capacity_mbps = rate * UDP_PAYLOAD / FRAME_BYTES / 1e6
+    # 4. What the datapath saw.
+    unintended = _interface_drops(net)
+    if dp:
+        stats = dp.stats()["links"]["h1-h2"]
+        fwd = stats["forward"]["depart_error_ns"]
+        res.depart_error_p50_us = fwd["p50"] / 1e3
+        res.depart_error_p99_us = fwd["p99"] / 1e3
+        for d in ("forward", "reverse"):
+            for reason, n in stats[d]["drops"].items():
+                res.drops[reason] = res.drops.get(reason, 0) + n
+        unintended += sum(res.drops.get(k, 0) for k in ("rx_overrun", "tx_error", "oversize", "runt"))
+    res.unintended_drops = unintended
+
+
 def cases(rates: list[int | None], delays: list[int], kernel_qdiscs: dict[str, bool],
-          rounds: int = 1) -> list[tuple[Case, str | None]]:
+          rounds: int = 1, pcap: bool = False) -> list[tuple[Case, str | None]]:
     """Every userspace case, each followed by the same link on the kernel backend (or why there
     is none); unlimited without delay, then by a plain veth pair too.
 
@@ -323,6 +352,8 @@ def cases(rates: list[int | None], delays: list[int], kernel_qdiscs: dict[str, b
             for n in range(1, repeat + 1):
                 tag = n if repeat > 1 else None
                 out.append((Case("userspace", rate, delay, tag), None))
+                if pcap:
+                    out.append((Case("pcap", rate, delay, tag), None))
                 out.append((Case("kernel", rate, delay, tag), why))
                 if trio:
                     out.append((Case("veth", rate, delay, tag), None))
@@ -366,7 +397,8 @@ min RTT: of 30 idle pings; expect: twice the delay plus a 98-byte frame's time o
 peak RTT: of pings under that TCP flow; expect: min RTT + a full queue of 1514-byte frames / rate.
 UDP Mbit/s: what the receiver got of 1.1 x the rate; late: datapath departures after their due time.
 backend: userspace is bloatlab-link; kernel the same link in tc, on a bridge between the same veths;
-  veth a plain veth pair between the hosts, the baseline of the unlimited target; #N: the round."""
+  veth a plain veth pair between the hosts, the baseline of the unlimited target; pcap bloatlab-link
+  capturing both directions (128-byte snap length); #N: the round."""
 
 
 def render(results: list[CaseResult]) -> str:
@@ -398,9 +430,11 @@ def verdicts(results: list[CaseResult]) -> list[str]:
     out = []
     by = {(r.case.backend, r.case.rate_bps, r.case.delay_ns): r for r in results if not r.skipped}
     for r in results:
-        if r.skipped or r.case.backend != "userspace":
+        if r.skipped or r.case.backend not in ("userspace", "pcap"):
             continue
         tag = r.case.label.strip()
+        if r.case.backend == "pcap":
+            out += capture_verdicts(r, by.get(("userspace", r.case.rate_bps, r.case.delay_ns)), tag)
         if r.tcp_capacity_mbps:
             pct = _share(r.tcp_goodput_mbps, r.tcp_capacity_mbps)
             if pct is None:
@@ -433,6 +467,24 @@ def verdicts(results: list[CaseResult]) -> list[str]:
     return out
 
 
+def capture_verdicts(p: CaseResult, u: CaseResult | None, tag: str) -> list[str]:
+    """A captured link: every departure in its file, none lost or cut; its goodput against the
+    same link uncaptured in this run (3%, as the backends against each other)."""
+    out = []
+    for which, c in p.capture.items():
+        files = c.get("departures", {}), c.get("drops", {})
+        whole = c.get("sent") is not None and files[0].get("written") == c["sent"] and not c.get("error") \
+            and not any(f.get("lost") or f.get("cut") for f in files)
+        out.append(f"{'ok  ' if whole else 'MISS'} capture {which}: {files[0].get('written')} of {c.get('sent')} "
+                   f"departures written, {sum(f.get('lost') or 0 for f in files)} lost, "
+                   f"{sum(f.get('cut') or 0 for f in files)} cut, {(files[0].get('bytes') or 0) / 1e6:.0f} MB: {tag}")
+    if u is not None and u.tcp_goodput_mbps and p.tcp_goodput_mbps:
+        diff = p.tcp_goodput_mbps / u.tcp_goodput_mbps - 1
+        out.append(f"{'ok  ' if diff >= -0.03 else 'MISS'} TCP goodput {diff:+.1%} from the same link uncaptured "
+                   f"({u.tcp_goodput_mbps:.2f} Mbit/s; no lower than 3% below): {tag}")
+    return out
+
+
 def agreement(u: CaseResult, k: CaseResult, tag: str) -> list[str]:
     """The two backends on one link: the same goodput within 3%, and (where a full queue is
     100 ms or more) the same peak RTT within 5%. The peak is one ping's, and a ping delayed by
@@ -452,13 +504,13 @@ def agreement(u: CaseResult, k: CaseResult, tag: str) -> list[str]:
 
 
 def run_link(rates: list[int | None], delays: list[int], duration_s: float, rounds: int,
-             out_dir: Path, progress: bool = True) -> dict[str, Any]:
+             out_dir: Path, progress: bool = True, pcap: bool = False) -> dict[str, Any]:
     """Every case of the link benchmark, one after another, a line per case on stderr (and with
     `progress`, a display of the time elapsed and left); writes OUT/bench-link.txt and
     bench-link.json and returns the latter's document (the table in "table", the verdicts in
     "targets")."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    plan = cases(rates, delays, capabilities.kernel_qdiscs(), rounds)
+    plan = cases(rates, delays, capabilities.kernel_qdiscs(), rounds, pcap)
     results: list[CaseResult] = []
     # A case is its warm-up, its measurement and a network's build and teardown (about 2 s);
     # the estimate is revised as cases finish.
@@ -473,7 +525,7 @@ def run_link(rates: list[int | None], delays: list[int], duration_s: float, roun
             continue
         t0 = time.monotonic()
         with ticking(bar, spent, expected[id(case)], f"case {i}/{len(plan)}"):
-            results.append(run_case(case, duration_s, f"bench-{os.getpid() % 100000}"))
+            results.append(run_case(case, duration_s, f"bench-{os.getpid() % 100000}", out_dir))
         took = time.monotonic() - t0
         spent += took
         done_expected += expected[id(case)]

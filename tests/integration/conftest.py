@@ -1,5 +1,10 @@
 """Fixtures shared by the integration tests."""
 
+import json
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 
 from bloatlab import binaries
@@ -29,3 +34,22 @@ def datapath_binary():
         return binaries.find("bloatlab-link")
     except MachineError:
         pytest.skip("bloatlab-link is not built (make setup)")
+
+
+@pytest.fixture
+def flent_summary():
+    """`bloatlab export --flent RUN`, then Flent's own summary of the file it wrote."""
+    return _flent_summary
+
+
+def _flent_summary(run_dir: Path) -> str:
+    export = subprocess.run([sys.executable, "-m", "bloatlab", "export", "--flent", str(run_dir), "--json"],
+                            capture_output=True, text=True, timeout=60)
+    assert export.returncode == 0, export.stderr
+    (exported,) = json.loads(export.stdout)["files"]
+    flent = Path(sys.executable).parent / "flent"
+    shown = subprocess.run([str(flent), "-i", exported["file"], "-f", "summary"], capture_output=True, text=True,
+                           timeout=60)
+    assert shown.returncode == 0, shown.stderr
+    return shown.stdout
+

@@ -89,6 +89,12 @@ def test_goodput_stays_at_90_percent_of_capacity(runs, aqm):
     assert settled_mbps(runs[aqm].run_dir) >= 0.9 * PAYLOAD_MBPS
 
 
+def test_flent_opens_the_export_of_each_aqm_run(runs, flent_summary):
+    for aqm, outcome in runs.items():
+        shown = flent_summary(outcome.run_dir)
+        assert "Summary of tcp_nup test run" in shown and "TCP upload::1" in shown, aqm
+
+
 def test_red_keeps_the_average_between_its_thresholds(runs):
     # min 15 and max 45 packets: the median RTT sits between base + 15 and base + 45 frames.
     median = statistics.median(settled_rtts(runs["red"].run_dir))

@@ -266,6 +266,20 @@ def test_two_runs_at_once_with_udp_and_the_ss_probe(tmp_path):
                                                           "rtt_box.png", "rtt_cdf.png", "throughput.png"]
 
 
+def test_ns3_simulates_the_same_run_within_3_and_10_percent(cs244, tmp_path):
+    exp = load_preset("cs244", ["maxq=100", "duration=15s"], backend="ns3")
+    simulated = run_experiment(exp, tmp_path / "sim", progress=False).summary
+    emulated = cs244[100].summary
+    goodput = simulated["flows"]["bulk"]["goodput_mbps"] / emulated["flows"]["bulk"]["goodput_mbps"] - 1
+    median = simulated["rtt_ms"]["median"] / emulated["rtt_ms"]["median"] - 1
+    assert abs(goodput) <= 0.03 and abs(median) <= 0.10, (goodput, median)
+
+
+def test_flent_opens_the_export_of_a_cs244_run(cs244, flent_summary):
+    shown = flent_summary(cs244[100].run_dir)  # one upload with a ping beside it: Flent's tcp_nup
+    assert "Summary of tcp_nup test run" in shown and "TCP upload::1" in shown and "Ping (ms) ICMP" in shown
+
+
 def test_load_run_reads_a_real_run_into_dataframes(cs244):
     outcome = cs244[100]
     run = bloatlab.load_run(outcome.run_dir)

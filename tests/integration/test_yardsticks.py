@@ -52,7 +52,7 @@ def test_rrul_carries_eight_flows_and_their_marks_reach_the_bottleneck(rrul):
     assert up["46"] > 0.1 * stats["s0->h2"]["departures"]
 
 
-def test_rrul_measures_latency_under_load_and_grades_it(rrul):
+def test_rrul_measures_latency_under_load_and_grades_it(rrul, flent_summary):
     summary = rrul.summary
     bloat = summary["bufferbloat"]
     # Idle: 20 ms base. Loaded: two full 100-packet tail-drop queues (121 ms each way at most).
@@ -68,15 +68,8 @@ def test_rrul_measures_latency_under_load_and_grades_it(rrul):
     with open(rrul.run_dir / "series" / "ping.csv") as f:
         assert {row["probe"] for row in csv.DictReader(f)} == {"icmp", "udp_ef", "udp_be"}
     # Flent itself reads the run as its rrul test.
-    export = subprocess.run([sys.executable, "-m", "bloatlab", "export", "--flent", str(rrul.run_dir), "--json"],
-                            capture_output=True, text=True, timeout=60)
-    assert export.returncode == 0, export.stderr
-    (exported,) = json.loads(export.stdout)["files"]
-    flent = Path(sys.executable).parent / "flent"
-    shown = subprocess.run([str(flent), "-i", exported["file"], "-f", "summary"], capture_output=True, text=True,
-                           timeout=60)
-    assert shown.returncode == 0 and "Summary of rrul test run" in shown.stdout, shown.stderr
-    assert "TCP download CS5" in shown.stdout and "Ping (ms) UDP EF" in shown.stdout
+    shown = flent_summary(rrul.run_dir)
+    assert "Summary of rrul test run" in shown and "TCP download CS5" in shown and "Ping (ms) UDP EF" in shown
     assert (rrul.run_dir / "plots" / "rtt_cdf.png").stat().st_size > 10_000
     assert (rrul.run_dir / "plots" / "rtt_box.png").stat().st_size > 10_000
     assert not running("irtt")

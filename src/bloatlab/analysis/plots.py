@@ -41,6 +41,8 @@ Series = dict[str, np.ndarray]  # column name -> values, NaN where the cell is e
 class PlotResult:
     files: list[Path] = field(default_factory=list)  # every file written, in order
     warnings: list[str] = field(default_factory=list)  # "rtt.png: series/ping.csv has no rows"
+    # The figures drawn, by file stem: a report made right after embeds them without drawing again.
+    figures: dict[str, Figure] = field(default_factory=dict)
 
 
 def caption(run: Run) -> str:
@@ -55,7 +57,7 @@ def plot_run(run_dir: Path, svg: bool = False) -> PlotResult:
     """Draw every figure of the run into RUN/plots/ (PNG, and SVG too with svg=True)."""
     run = load_run(run_dir)
     figures, warnings = build_figures(run)
-    return PlotResult(save_figures(figures, run.path / "plots", svg), warnings)
+    return PlotResult(save_figures(figures, run.path / "plots", svg), warnings, figures)
 
 
 def save_figures(figures: dict[str, Figure], out: Path, svg: bool) -> list[Path]:

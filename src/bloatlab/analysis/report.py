@@ -117,11 +117,16 @@ def _pairs(rows: Iterable[tuple[str, Any]]) -> _Html:
     return _Html("".join(out))
 
 
-def _figure(fig: Figure, caption: str) -> _Html:
-    buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", metadata={"Software": None})
+def _figure(fig: Figure, caption: str, png: Path | None = None) -> _Html:
+    """The figure inline, as PNG: from `png` when it was saved already, else drawn now."""
+    if png is not None and png.exists():
+        image = png.read_bytes()
+    else:
+        buffer = io.BytesIO()
+        fig.savefig(buffer, format="png", metadata={"Software": None})
+        image = buffer.getvalue()
     width, height = (round(v) for v in fig.get_size_inches() * fig.dpi)
-    data = base64.b64encode(buffer.getvalue()).decode("ascii")
+    data = base64.b64encode(image).decode("ascii")
     return _Html(f'<figure><img src="data:image/png;base64,{data}" width="{width}" height="{height}" '
                  f'alt="{_e(caption)}"><figcaption>{_e(caption)}</figcaption></figure>')
 
@@ -295,7 +300,7 @@ def _runs_table(sweep: Sweep) -> str:
 
 # A single run --------------------------------------------------------------------------------
 
-def _run_report(run_dir: Path) -> str:
+def _run_report(run_dir: Path, drawn: plots.PlotResult | None = None) -> str:
     run = load_run(run_dir)
     meta, summary = run.meta, run.summary
     complete = meta.get("complete") is True
@@ -333,7 +338,10 @@ def _run_report(run_dir: Path) -> str:
         sections.append("<p class=\"bad\">summary.json has no numbers.</p>")
     problems = [str(x) for key in ("errors", "warnings") if isinstance(meta.get(key), list) for x in meta[key]]
 
-    figures, warnings = plots.build_figures(run)
+    if drawn is not None and drawn.figures:  # just drawn and saved: embed those
+        figures, warnings = drawn.figures, drawn.warnings
+    else:
+        figures, warnings = plots.build_figures(run)
     sections.append("<h2>Figures</h2>")
     skipped = []
     present = run.series_names()
@@ -342,7 +350,7 @@ def _run_report(run_dir: Path) -> str:
         if series and series not in present:
             skipped.append(f"{name} (no series/{series}.csv)")
             continue
-        sections.append(_figure(fig, caption))
+        sections.append(_figure(fig, caption, run_dir / "plots" / f"{name}.png" if drawn is not None else None))
     if skipped:
         sections.append(f"<p class=\"note\">Not drawn: {_e(', '.join(skipped))}.</p>")
     warnings = [w for w in warnings if not any(w.startswith(f"{s.split()[0]}.png:") for s in skipped)]
@@ -354,14 +362,15 @@ def _run_report(run_dir: Path) -> str:
 
 # Entry points --------------------------------------------------------------------------------
 
-def write_report(path: Path) -> Path:
+def write_report(path: Path, drawn: plots.PlotResult | None = None) -> Path:
     """Write PATH/report.html for a run directory (run.json + summary.json) or a sweep directory
-    (sweep.json); returns its path."""
+    (sweep.json); returns its path. `drawn`: the run's figures as plot_run just drew and saved
+    them, which the report embeds rather than draw again."""
     path = Path(path)
     if is_sweep(path):
         page = _sweep_report(load_sweep(path))
     elif is_run(path):
-        page = _run_report(path)
+        page = _run_report(path, drawn)
     else:
         raise BloatlabError(f"{path} is neither a run directory (run.json and summary.json) nor a sweep "
                             "directory (sweep.json)", field="DIR")

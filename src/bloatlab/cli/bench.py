@@ -31,6 +31,25 @@ def cmd_bench_link(args: argparse.Namespace) -> int:
     return 1 if any(line.startswith("MISS") for line in doc["targets"]) else 0
 
 
+def cmd_bench_sim(args: argparse.Namespace) -> int:
+    if not 1 <= args.maxq <= 100000:
+        raise BloatlabError(f"{args.maxq} is out of range; give 1 to 100000 packets", field="--maxq")
+    duration_s = parse_duration_ns(args.duration, "--duration", allow_zero=False) / 1e9
+    if duration_s < 5:
+        raise BloatlabError("at least 5s: the first seconds are the flow's slow start", field="--duration")
+    if not args.no_emulated:
+        need_root("bench sim (its emulated baseline; --no-emulated skips it)")
+    from bloatlab.lab import bench_sim  # builds the ns-3 driver: imported when it runs
+
+    out_dir = Path(args.out or f"results/bench-sim-{time.strftime('%Y%m%d-%H%M%S')}")
+    doc = bench_sim.run_sim_bench(args.maxq, args.duration, out_dir, emulated=not args.no_emulated)
+    table = bench_sim.render(doc)
+    (out_dir / "bench-sim.txt").write_text(table + "\n\n" + "\n".join(doc["targets"]) + "\n")
+    emit(args, doc, f"{table}\n\n" + "\n".join(doc["targets"]) + f"\n\nresults: {out_dir}/ (bench-sim.txt, "
+         "bench-sim.json, ns3/ and emulation/ runs)")
+    return 1 if any(line.startswith("MISS") for line in doc["targets"]) else 0
+
+
 def add_parsers(commands: argparse._SubParsersAction) -> None:
     parser = commands.add_parser("bench", help="benchmarks of bloatlab itself", formatter_class=formatter,
                                  description="Benchmarks of bloatlab itself. Each exits with status 1 when a "
@@ -56,4 +75,16 @@ def add_parsers(commands: argparse._SubParsersAction) -> None:
                            "files removed after): every packet must reach its file, and the goodput stay within "
                            "3%% of the uncaptured case's")
     link.add_argument("--out", metavar="DIR", type=Path, help="write raw results under DIR").complete = DIRECTORY
+    sim = add_command(
+        benchmarks, "sim", cmd_bench_sim, "how fast a simulated run is, beside the same run emulated",
+        "Runs the CS244 experiment simulated in ns-3 (building the driver first if it is not cached, timed\n"
+        "apart), then emulated on this machine: the wall time of each, goodput, RTT and queue from both.\n"
+        f"Targets: the simulation within {10:g} s of wall time for 60 s; goodput within 3% of the emulated\n"
+        "run's, the median RTT within 10% (exit status 1 if one misses). The emulated run needs root.",
+        ["sudo bloatlab bench sim", "bloatlab bench sim --no-emulated --maxq 20"])
+    sim.add_argument("--maxq", type=int, default=100, metavar="PACKETS",
+                     help="the bottleneck's queue, packets (default: %(default)s)")
+    sim.add_argument("--duration", default="60s", help="the simulated and emulated length (default: %(default)s)")
+    sim.add_argument("--no-emulated", action="store_true", help="simulate only: no baseline, no root")
+    sim.add_argument("--out", metavar="DIR", type=Path, help="where both runs go").complete = DIRECTORY
     replay.add_bench_parser(benchmarks)

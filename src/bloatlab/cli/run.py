@@ -14,6 +14,7 @@ from bloatlab.cli.common import DIRECTORY, FILE, UsageError, add_command, emit, 
 from bloatlab.errors import BloatlabError
 from bloatlab.lab.executors import EXECUTORS
 from bloatlab.specs.experiment import MAX_REPEAT, Source, list_presets, plan_sweep, preset_info, sweep_axes
+from bloatlab.specs.model import RUN_BACKENDS
 
 if TYPE_CHECKING:
     from bloatlab.lab.run import Outcome
@@ -30,14 +31,16 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise UsageError("give a spec file or --preset NAME (bloatlab presets lists them), not both")
     if args.repeat is not None and not 1 <= args.repeat <= MAX_REPEAT:
         raise UsageError(f"{args.repeat} repetitions; give --repeat a whole number from 1 to {MAX_REPEAT}")
-    source = Source(args.preset, args.spec, pcap=tuple(d.strip() for item in args.pcap or [] for d in item.split(",")))
+    source = Source(args.preset, args.spec, pcap=tuple(d.strip() for item in args.pcap or [] for d in item.split(",")),
+                    backend=args.backend)
     sets = args.set or []
     axes = sweep_axes(args.preset, args.spec, sets, args.sweep or [])
     repeat = args.repeat if args.repeat is not None else source.load(sets).repeat  # the spec's own `repeat`
     if axes or repeat > 1 or args.resume:
         return _sweep(args, source, sets, axes, repeat)
     experiment = source.load(sets)
-    need_root("run")
+    if experiment.backend != "ns3":  # a simulation builds nothing on the machine
+        need_root("run")
     outcome = run_experiment(experiment, args.out or default_out(experiment), progress=not args.quiet, svg=args.svg)
     label = " ".join(f"{k}={v}" for k, v in experiment.params.items()) or experiment.name
     for warning in outcome.warnings:
@@ -72,7 +75,8 @@ def _sweep(args: argparse.Namespace, source: Source, sets: list[str], axes: list
     if args.resume and args.out is None:
         raise UsageError("--resume needs --out DIR: the directory of the sweep to finish")
     plan = plan_sweep(source, sets, axes)  # every point is checked before the first run
-    need_root("run")
+    if plan.first.backend != "ns3":
+        need_root("run")
     first = plan.first
     out = args.out or Path("results") / f"{first.name}-sweep-{dt.datetime.now().strftime('%Y%m%d-%H%M%S')}"
     total = len(plan.points) * repeat
@@ -160,13 +164,14 @@ def add_parsers(commands: argparse._SubParsersAction) -> None:
                       "run in\nOUT/LABEL/repK/, and writes OUT/sweep.json, aggregate.csv and .json (mean, sd, "
                       "median,\n95% CI per point), series.csv.gz, plots/ and report.html (docs/sweeps.md).\n\n"
                       "Ctrl-C stops cleanly and keeps what was measured, marked incomplete; a sweep keeps "
-                      "its\ncomplete runs, and --resume finishes it. Needs root.",
+                      "its\ncomplete runs, and --resume finishes it. Needs root, unless simulated (--backend ns3).",
                       ["sudo bloatlab run --preset cs244",
                        "sudo bloatlab run --preset cs244 --sweep maxq=20,40,60,80,100 --repeat 5 --out results/qlen",
                        "sudo bloatlab run --preset cs244 --sweep maxq=20,40,60,80,100 --repeat 5 --out results/qlen --resume",
                        "sudo bloatlab run --preset aqm --set duration=20s   # taildrop, red, codel, pie, fq_codel",
                        "sudo bloatlab run --preset cs244 --set maxq=20 --set duration=30s --out results/q20",
                        "sudo bloatlab run --preset aqm --set aqm=codel --pcap 's0->h2'   # then: wireshark RUN/pcap/*.pcapng",
+                       "bloatlab run --preset cs244 --backend ns3 --out results/cs244-ns3   # simulated: no root",
                        "sudo bloatlab run my-experiment.toml --set bw_net=1.5mbit"])
     run.add_argument("spec", metavar="SPEC.toml", nargs="?", type=Path, help="the experiment spec file").complete = FILE
     run.add_argument("--preset", metavar="NAME", help="a bundled experiment instead (bloatlab presets)")
@@ -183,6 +188,10 @@ def add_parsers(commands: argparse._SubParsersAction) -> None:
     run.add_argument("--resume", action="store_true",
                      help="finish the sweep in --out: skip its complete runs, redo the others")
     run.add_argument("--svg", action="store_true", help="also write the plots as SVG")
+    run.add_argument("--backend", choices=RUN_BACKENDS,
+                     help="where it runs, instead of the spec's `backend`: emulation (network namespaces, the "
+                          "real Linux stack; needs root) or ns3 (simulated in ns-3, from the same spec; "
+                          "docs/simulation.md)")
     run.add_argument("--pcap", metavar="DIRECTION", action="append",
                      help='capture a link direction ("s0->h2"; repeat or comma-separate for more): every packet '
                           "it sends to RUN/pcap/s0_to_h2.pcapng and every packet it drops, with the reason, to "

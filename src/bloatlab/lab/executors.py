@@ -1,15 +1,20 @@
 """Executors: where a sweep's runs run. One interface; the sweep engine (sweep.py) hands an
 executor its pending jobs and records each result as it comes back.
 
-    local   one run after another, in this process, on this machine (the default)
+    local     one run after another, in this process, on this machine (the default)
+    parallel  runs side by side on this machine's cores: a sweep of simulated runs (ns-3) takes
+              it instead of local, since each run's work is a process of its own that shares
+              nothing on the machine
 
 A cluster executor (Ray) is another implementation of the same interface, chosen by name.
 """
 
 from __future__ import annotations
 
+import os
 import time
 from abc import ABC, abstractmethod
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -83,6 +88,34 @@ class LocalExecutor(Executor):
             yield Done(job, result, time.monotonic() - started, error)
 
 
+class ParallelExecutor(Executor):
+    """As many jobs at once as the machine has cores, each in a thread of this process whose
+    run does its work in a subprocess (ns-3's driver); results come back as runs end."""
+
+    name = "parallel"
+
+    def __init__(self, workers: int | None = None):
+        self.workers = workers or os.cpu_count() or 1
+
+    def run(self, run_one: RunOne, jobs: Sequence[Job], tick_for: Callable[[int, Job], Tick]) -> Iterator[Done]:
+        def one(i: int, job: Job) -> Done:
+            started = time.monotonic()
+            try:
+                return Done(job, run_one(dict(job.values), job.rep, job.run_dir, tick_for(i, job)),
+                            time.monotonic() - started)
+            except BaseException as e:
+                return Done(job, RunResult(False, {}, f"failed: {e}"), time.monotonic() - started, e)
+
+        pool = ThreadPoolExecutor(self.workers, thread_name_prefix="run")
+        futures = [pool.submit(one, i, job) for i, job in enumerate(jobs, 1)]
+        try:
+            for future in as_completed(futures):
+                yield future.result()
+        finally:  # the sweep stopped early, or ended: what has not started never will
+            pool.shutdown(wait=True, cancel_futures=True)
+
+
+# The executors a user chooses (--executor); ParallelExecutor is the sweep's own choice for simulations.
 EXECUTORS: dict[str, type[Executor]] = {e.name: e for e in (LocalExecutor,)}
 
 

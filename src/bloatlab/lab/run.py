@@ -17,12 +17,10 @@ import functools
 import logging
 import secrets
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bloatlab.analysis.plots import plot_run
-from bloatlab.analysis.report import finish_sweep, write_report
+from bloatlab.analysis.report import finish_sweep
 from bloatlab.analysis.summary import headline
 from bloatlab.errors import BloatlabError
 from bloatlab.experiment.clock import Clock
@@ -32,11 +30,13 @@ from bloatlab.experiment.schedule import play
 from bloatlab.experiment.running import Running, pick_ports
 from bloatlab.experiment.workloads import check_congestion_controls, check_tools, running
 from bloatlab.interrupts import Interrupts
-from bloatlab.lab.executors import Executor, RunResult, Tick
+from bloatlab.lab.executors import Executor, LocalExecutor, ParallelExecutor, RunResult, Tick
+from bloatlab.lab.outcome import Outcome, now, write_outcome
+from bloatlab.lab.simulate import simulate_experiment
+from bloatlab.sim.driver import build as build_driver
 from bloatlab.lab.sweep import Axis, SweepOutcome, run_sweep
 from bloatlab.progress import Progress
 from bloatlab.results.files import RunDir
-from bloatlab.results.writer import write_run
 from bloatlab.specs.experiment import SweepPlan
 from bloatlab.specs.model import Bulk, Experiment, Web
 from bloatlab.testbed import netns, state
@@ -46,24 +46,6 @@ from bloatlab.testbed.machine import machine, snapshot, tool_versions
 from bloatlab.testbed.network import DP_NODE, Network
 
 log = logging.getLogger(__name__)
-
-
-@dataclass
-class Outcome:
-    run_dir: Path
-    summary: dict[str, Any]
-    complete: bool
-    reason: str | None = None  # why it is incomplete
-    warnings: list[str] = field(default_factory=list)
-    plots: list[Path] = field(default_factory=list)
-    interrupted: bool = False  # a stop signal came (maybe only while cleaning up)
-    report: Path | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        """What `bloatlab run --json` prints: where everything is, and the summary."""
-        return {"kind": "run", "run_dir": str(self.run_dir), "complete": self.complete, "reason": self.reason,
-                "interrupted": self.interrupted, "summary": self.summary, "warnings": self.warnings,
-                "plots": [str(p) for p in self.plots], "report": str(self.report) if self.report else None}
 
 
 def default_out(experiment: Experiment, root: Path = Path("results")) -> Path:
@@ -78,10 +60,6 @@ def network_name() -> str:
         name = f"run-{secrets.token_hex(3)}"
         if not state.state_dir(name).exists():
             return name
-
-
-def _now() -> str:
-    return dt.datetime.now().astimezone().isoformat(timespec="seconds")
 
 
 class Run:
@@ -111,7 +89,7 @@ class Run:
         except OSError as e:
             raise BloatlabError(f"cannot create {self.dir.path}: {e.strerror}; choose a writable directory",
                                 field="--out") from None
-        self.record.started_at = _now()
+        self.record.started_at = now()
         with Interrupts() as interrupts:
             failure: BaseException | None = None
             try:
@@ -202,7 +180,7 @@ class Run:
                 self.net.down()  # the datapath flushes its queue logs as it stops
             except Exception as e:
                 errors.append(f"removing network {self.net.name}: {e}")
-        self.record.ended_at = _now()
+        self.record.ended_at = now()
 
     # Results ----------------------------------------------------------------------------------
 
@@ -254,22 +232,13 @@ class Run:
             log.warning("could not write partial results: %s", e)
 
     def _write(self, plots: bool = True) -> Outcome:
-        record = self._collect()
-        summary = write_run(self.dir, record)
-        outcome = Outcome(self.dir.path, summary, record.complete, record.incomplete_reason,
-                          warnings=record.errors + record.warnings)
-        if plots:
-            result = plot_run(self.dir.path, svg=self.svg)
-            outcome.plots = result.files
-            outcome.warnings += result.warnings
-            try:
-                outcome.report = write_report(self.dir.path)
-            except Exception as e:  # the measurements are written; a report can be made later
-                outcome.warnings.append(f"report.html not written ({e}); bloatlab report {self.dir.path} retries")
-        return outcome
+        return write_outcome(self.dir, self._collect(), svg=self.svg, plots=plots)
 
 
 def run_experiment(experiment: Experiment, out: Path | None = None, **kwargs: Any) -> Outcome:
+    """One run: emulated (Run), or simulated in ns-3 (lab/simulate.py) as the spec's backend says."""
+    if experiment.backend == "ns3":
+        return simulate_experiment(experiment, out or default_out(experiment), **kwargs)
     return Run(experiment, out or default_out(experiment), **kwargs).execute()
 
 
@@ -290,6 +259,10 @@ def sweep_experiment(plan: SweepPlan, out: Path, *, repeat: int, resume: bool = 
         return RunResult(outcome.complete, outcome.summary, outcome.reason, outcome.warnings, outcome.interrupted)
 
     first = plan.first
+    if first.backend == "ns3":
+        build_driver(say=progress)  # once, before the runs that use it start side by side
+        if executor is None or isinstance(executor, LocalExecutor):
+            executor = ParallelExecutor()  # simulations share nothing: one per core
     return run_sweep(out, kind="experiment", name=first.name, source=first.source or first.name,
                      axes=[Axis(name, values) for name, values in plan.axes], repeat=repeat, fixed=plan.fixed,
                      run_one=run_one, estimate_s=first.duration_s + RUN_OVERHEAD_S, headline=headline,

@@ -10,7 +10,6 @@ only orders and records.
 
 from __future__ import annotations
 
-import datetime as dt
 import itertools
 import json
 import os
@@ -24,6 +23,7 @@ from typing import Any
 from bloatlab import proc
 from bloatlab.errors import BloatlabError
 from bloatlab.lab.executors import Executor, Job, LocalExecutor, RunOne, Tick
+from bloatlab.lab.outcome import now
 from bloatlab.progress import Progress
 from bloatlab.results.reader import SWEEP_FORMAT, read_summary, read_sweep_document
 from bloatlab.testbed.machine import machine
@@ -100,12 +100,12 @@ def run_dir_name(values: dict[str, Any], rep: int) -> str:
 def new_document(*, kind: str, name: str, source: str, axes: list[Axis], repeat: int,
                  fixed: dict[str, str], command: list[str] | None = None,
                  fingerprint: str | None = None) -> dict[str, Any]:
-    now = _now()
+    created = now()
     return {
         "format": SWEEP_FORMAT, "kind": kind, "name": name, "source": source, "fingerprint": fingerprint,
         "command": command,
         "axes": [{"name": a.name, "values": list(a.values)} for a in axes],
-        "repeat": repeat, "fixed": fixed, "created": now, "updated": now, "status": "running",
+        "repeat": repeat, "fixed": fixed, "created": created, "updated": created, "status": "running",
         "machine": machine(),
         "points": [{"label": label(v), "values": v,
                     "runs": [{"rep": k, "dir": run_dir_name(v, k), "status": "pending", "reason": None,
@@ -115,14 +115,10 @@ def new_document(*, kind: str, name: str, source: str, axes: list[Axis], repeat:
 
 
 def write_document(out: Path, doc: dict[str, Any]) -> None:
-    doc["updated"] = _now()
+    doc["updated"] = now()
     tmp = out / "sweep.json.tmp"
     tmp.write_text(json.dumps(doc, indent=2) + "\n")
     tmp.replace(out / "sweep.json")
-
-
-def _now() -> str:
-    return dt.datetime.now().astimezone().isoformat(timespec="seconds")
 
 
 _IDENTITY = ("kind", "name", "source", "fingerprint", "axes", "repeat", "fixed")

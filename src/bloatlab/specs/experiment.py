@@ -30,7 +30,7 @@ from typing import Any
 from bloatlab.errors import SpecError, show
 from bloatlab.specs.dscp import parse_dscp
 from bloatlab.specs.model import (DEFAULT_WEB_SIZE_BYTES, DIRECTIONS, PARAM_TYPES, PCAP_LIMIT_BYTES, PCAP_MIN_LIMIT_BYTES,
-                                 PCAP_SNAPLEN, PCAP_SNAPLEN_RANGE, TCP_PROBES, WORKLOAD_KINDS, Bulk, Experiment, Irtt,
+                                 PCAP_SNAPLEN, PCAP_SNAPLEN_RANGE, RUN_BACKENDS, TCP_PROBES, WORKLOAD_KINDS, Bulk, Experiment, Irtt,
                                  Param, Ping, Probes, Responsiveness, Topology, Udp, Web, Workload)
 from bloatlab.specs.reading import check_keys, congestion_control, field_of, load_toml
 from bloatlab.specs.topology import parse_topology
@@ -45,7 +45,7 @@ MIN_PING_INTERVAL_NS = 10 * 10**6  # what the issue promises; ping itself goes l
 MIN_IRTT_INTERVAL_NS = 10**6  # below 1 ms the probes are load (the server is started with no floor)
 MIN_RESPONSIVENESS_NS = 10 * 10**9  # idle probes, then MAD (4) intervals to saturate and MAD to be stable
 
-SPEC_KEYS = ("name", "description", "duration", "seed", "repeat", "params", "topology", "workloads", "probes")
+SPEC_KEYS = ("name", "description", "duration", "seed", "repeat", "backend", "params", "topology", "workloads", "probes")
 MAX_REPEAT = 1000
 PARAM_KEYS = ("default", "type", "help", "choices", "min", "max", "sweep")
 PROBE_KEYS = ("tcp", "queue", "pcap", "pcap_snaplen", "pcap_limit")
@@ -94,16 +94,18 @@ def preset_info(name: str) -> tuple[str, list[Param]]:
     return data.get("description", "").strip(), list(_parse_params(data.get("params", {})).values())
 
 
-def load_preset(name: str, sets: list[str] | None = None, rep: int = 1, pcap: tuple[str, ...] = ()) -> Experiment:
+def load_preset(name: str, sets: list[str] | None = None, rep: int = 1, pcap: tuple[str, ...] = (),
+                backend: str | None = None) -> Experiment:
     path = preset_path(name)
     return parse_experiment(load_toml(path), sets or [], base_dir=path.parent, preset=name,
-                            source=f"preset {name}", rep=rep, pcap=pcap)
+                            source=f"preset {name}", rep=rep, pcap=pcap, backend=backend)
 
 
 def load_experiment(path: str | Path, sets: list[str] | None = None, rep: int = 1,
-                    pcap: tuple[str, ...] = ()) -> Experiment:
+                    pcap: tuple[str, ...] = (), backend: str | None = None) -> Experiment:
     path = Path(path)
-    return parse_experiment(load_toml(path), sets or [], base_dir=path.parent, source=str(path), rep=rep, pcap=pcap)
+    return parse_experiment(load_toml(path), sets or [], base_dir=path.parent, source=str(path), rep=rep, pcap=pcap,
+                            backend=backend)
 
 
 @dataclass(frozen=True)
@@ -114,12 +116,13 @@ class Source:
     preset: str | None = None
     path: Path | None = None
     pcap: tuple[str, ...] = ()  # link directions to capture besides the spec's (--pcap)
+    backend: str | None = None  # instead of the spec's (--backend)
 
     def load(self, sets: list[str] | None = None, rep: int = 1) -> Experiment:
         if self.preset is not None:
-            return load_preset(self.preset, sets, rep, self.pcap)
+            return load_preset(self.preset, sets, rep, self.pcap, self.backend)
         assert self.path is not None
-        return load_experiment(self.path, sets, rep, self.pcap)
+        return load_experiment(self.path, sets, rep, self.pcap, self.backend)
 
     def file(self) -> Path:
         return preset_path(self.preset) if self.preset is not None else Path(self.path)  # type: ignore[arg-type]
@@ -177,10 +180,11 @@ def plan_sweep(source: Source, sets: list[str], axes: list[tuple[str, list[str]]
 
 def parse_experiment(data: dict[str, Any], sets: list[str], *, base_dir: Path,
                      preset: str | None = None, source: str | None = None, rep: int = 1,
-                     pcap: tuple[str, ...] = ()) -> Experiment:
+                     pcap: tuple[str, ...] = (), backend: str | None = None) -> Experiment:
     """The experiment; repetition `rep` (from 1) runs with the seeds moved on by rep - 1, so
     the emulated loss and hashing differ between repetitions yet each stays reproducible.
-    `pcap` adds link directions to capture (--pcap) to the spec's own."""
+    `pcap` adds link directions to capture (--pcap) to the spec's own; `backend` (--backend)
+    stands for the spec's."""
     check_keys(data, SPEC_KEYS, "", "an experiment spec")
     params = _parse_params(data.get("params", {}))
     values = _apply_sets({p.name: p.default for p in params.values()}, params, sets)
@@ -224,11 +228,16 @@ def parse_experiment(data: dict[str, Any], sets: list[str], *, base_dir: Path,
         seed += rep - 1
         topology = dataclasses.replace(topology, seed=topology.seed + rep - 1)
 
+    run_backend = backend if backend is not None else spec.get("backend", "emulation")
+    if run_backend not in RUN_BACKENDS:
+        raise SpecError(f"{show(run_backend)} is no backend; choose one of {', '.join(RUN_BACKENDS)}",
+                        field="--backend" if backend is not None else "backend")
+
     workloads = _parse_workloads(spec.get("workloads", []), topology, duration_ns)
     probes = _parse_probes(spec.get("probes", {}), topology, pcap)
     return Experiment(name=name, description=description.strip(), topology=topology,
                       workloads=tuple(workloads), probes=probes, duration_ns=duration_ns, seed=seed,
-                      params=values, preset=preset, source=source, repeat=repeat)
+                      params=values, preset=preset, source=source, repeat=repeat, backend=run_backend)
 
 
 # Parameters --------------------------------------------------------------------------------

@@ -19,6 +19,8 @@ PARAM_TYPES = ("rate", "duration", "size", "int", "float", "percent", "string")
 WORKLOAD_KINDS = ("bulk", "udp", "ping", "irtt", "web", "responsiveness")
 DIRECTIONS = ("down", "up", "both")  # a responsiveness test's, seen from its client
 TCP_PROBES = ("auto", "tracepoint", "ss", "off")
+# Where an experiment runs: emulated (namespaces, real TCP, bloatlab's links) or simulated in ns-3.
+RUN_BACKENDS = ("emulation", "ns3")
 # Captures: 128 bytes hold the Ethernet, IP and TCP headers with every option, which is what
 # Wireshark's TCP analysis reads; 262144 (tcpdump's) keeps whole frames.
 PCAP_SNAPLEN = 128
@@ -312,6 +314,7 @@ class Experiment:
     repeat: int = 1  # runs per sweep point unless --repeat says otherwise
     preset: str | None = None
     source: str | None = None  # the spec file, or "preset NAME"
+    backend: str = "emulation"  # one of RUN_BACKENDS: namespaces and links, or simulated in ns-3
 
     @property
     def duration_s(self) -> float:
@@ -326,5 +329,5 @@ class Experiment:
         return {
             "name": self.name, "description": self.description, "duration_s": self.duration_s,
             "seed": self.seed, "topology": self.topology.to_dict(), "workloads": workloads,
-            "probes": self.probes.to_dict(),
+            "probes": self.probes.to_dict(), "backend": self.backend,
         }

@@ -1,0 +1,54 @@
+"""What a run hands back (Outcome), and the writing every kind of run ends with: its record into
+its files, plots and report."""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from bloatlab.analysis.plots import plot_run
+from bloatlab.analysis.report import write_report
+from bloatlab.experiment.record import RunRecord
+from bloatlab.results.files import RunDir
+from bloatlab.results.writer import write_run
+
+
+@dataclass
+class Outcome:
+    run_dir: Path
+    summary: dict[str, Any]
+    complete: bool
+    reason: str | None = None  # why it is incomplete
+    warnings: list[str] = field(default_factory=list)
+    plots: list[Path] = field(default_factory=list)
+    interrupted: bool = False  # a stop signal came (maybe only while cleaning up)
+    report: Path | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """What `bloatlab run --json` prints: where everything is, and the summary."""
+        return {"kind": "run", "run_dir": str(self.run_dir), "complete": self.complete, "reason": self.reason,
+                "interrupted": self.interrupted, "summary": self.summary, "warnings": self.warnings,
+                "plots": [str(p) for p in self.plots], "report": str(self.report) if self.report else None}
+
+
+def now() -> str:
+    """The wall-clock time, ISO 8601, as run.json records it."""
+    return dt.datetime.now().astimezone().isoformat(timespec="seconds")
+
+
+def write_outcome(run_dir: RunDir, record: RunRecord, *, svg: bool = False, plots: bool = True) -> Outcome:
+    """A run's record into its files, then (with `plots`) its plots and report.html."""
+    summary = write_run(run_dir, record)
+    outcome = Outcome(run_dir.path, summary, record.complete, record.incomplete_reason,
+                      warnings=record.errors + record.warnings)
+    if plots:
+        result = plot_run(run_dir.path, svg=svg)
+        outcome.plots = result.files
+        outcome.warnings += result.warnings
+        try:
+            outcome.report = write_report(run_dir.path, result)
+        except Exception as e:  # the measurements are written; a report can be made later
+            outcome.warnings.append(f"report.html not written ({e}); bloatlab report {run_dir.path} retries")
+    return outcome

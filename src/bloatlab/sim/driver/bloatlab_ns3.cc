@@ -1,0 +1,973 @@
+// bloatlab-ns3: one resolved bloatlab experiment, simulated in ns-3 (docs/simulation.md).
+//
+// Reads the scenario bloatlab writes (src/bloatlab/sim/scenario.py: one statement per line),
+// builds it with ns-3's own models (point-to-point links, traffic-control queue discs, its TCP),
+// runs it, and writes what the emulated run's probes record, in files bloatlab reads back
+// (src/bloatlab/sim/outputs.py): pings, throughput per 100 ms, cwnd, fetches, flows, and a queue
+// log per probed direction in bloatlab-link's own format.
+//
+// Switches are routers here: each link is its own subnet, and global routing finds the paths.
+// A link's rate is scaled by (1500 + 2) / (1500 + 14), so that a full-sized packet, which ns-3
+// sends with a 2-byte PPP header and the emulator with a 14-byte Ethernet one, takes the same
+// time on the wire.
+
+#include "ns3/applications-module.h"
+#include "ns3/core-module.h"
+#include "ns3/internet-apps-module.h"
+#include "ns3/internet-module.h"
+#include "ns3/network-module.h"
+#include "ns3/point-to-point-module.h"
+#include "ns3/traffic-control-module.h"
+
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+using namespace ns3;
+
+namespace
+{
+
+[[noreturn]] void
+Fail(const std::string& msg)
+{
+    std::cerr << "bloatlab-ns3: error: " << msg << std::endl;
+    std::exit(2);
+}
+
+// A trace source of `o`, which must exist: a renamed one in a later ns-3 fails loudly.
+void
+Connect(Ptr<Object> o, const std::string& trace, const CallbackBase& cb)
+{
+    if (!o->TraceConnectWithoutContext(trace, cb))
+    {
+        Fail(o->GetInstanceTypeId().GetName() + " has no trace source " + trace);
+    }
+}
+
+// One statement of the scenario: a verb, positional words, and key=value options.
+struct Statement
+{
+    std::string verb;
+    std::vector<std::string> words;
+    std::map<std::string, std::string> opts;
+
+    const std::string& Opt(const std::string& key) const
+    {
+        auto it = opts.find(key);
+        if (it == opts.end())
+        {
+            Fail(verb + ": missing " + key);
+        }
+        return it->second;
+    }
+
+    bool Has(const std::string& key) const
+    {
+        return opts.count(key) > 0;
+    }
+
+    uint64_t U64(const std::string& key) const
+    {
+        return std::stoull(Opt(key));
+    }
+
+    double F64(const std::string& key) const
+    {
+        return std::stod(Opt(key));
+    }
+};
+
+std::vector<Statement>
+ReadScenario(const std::string& path)
+{
+    std::ifstream in(path);
+    if (!in)
+    {
+        Fail("cannot read " + path);
+    }
+    std::vector<Statement> out;
+    std::string line;
+    while (std::getline(in, line))
+    {
+        if (line.empty() || line[0] == '#')
+        {
+            continue;
+        }
+        std::istringstream words(line);
+        Statement s;
+        words >> s.verb;
+        std::string w;
+        while (words >> w)
+        {
+            auto eq = w.find('=');
+            if (eq == std::string::npos)
+            {
+                s.words.push_back(w);
+            }
+            else
+            {
+                s.opts[w.substr(0, eq)] = w.substr(eq + 1);
+            }
+        }
+        out.push_back(s);
+    }
+    return out;
+}
+
+// The queue log's record (docs/datapath.md): 32 bytes, little-endian.
+enum Kind : uint8_t
+{
+    ENQUEUE = 1,
+    DEQUEUE = 2,
+    DROP = 3,
+    MARK = 4,
+};
+
+// bloatlab's drop and mark reason codes (datapath/core/src/reason.rs) for ns-3's reasons.
+uint8_t
+DropCode(const std::string& disc, const std::string& reason)
+{
+    if (reason == "Queue disc limit exceeded" || reason == "Overlimit drop")
+    {
+        return disc == "fq_codel" ? 10 : 2; // fq_overflow, queue_full
+    }
+    if (reason == "Target exceeded drop")
+    {
+        return 8; // codel
+    }
+    if (disc == "red")
+    {
+        return reason == "Unforced drop" ? 6 : 7; // red_early, red_forced
+    }
+    if (disc == "pie")
+    {
+        return reason == "Unforced drop" ? 9 : 2; // pie_early, queue_full
+    }
+    return 2;
+}
+
+uint8_t
+MarkCode(const std::string& disc, const std::string& reason)
+{
+    if (disc == "red")
+    {
+        return reason == "Unforced mark" ? 1 : 2;
+    }
+    return disc == "pie" ? 4 : 3;
+}
+
+class QueueLog
+{
+  public:
+    QueueLog(const std::string& path, Ptr<QueueDisc> q, std::string disc)
+        : m_q(q),
+          m_disc(std::move(disc))
+    {
+        m_f = std::fopen(path.c_str(), "wb");
+        if (!m_f)
+        {
+            Fail("cannot write " + path);
+        }
+    }
+
+    ~QueueLog()
+    {
+        std::fclose(m_f);
+    }
+
+    void Write(Kind kind, uint8_t reason, uint64_t value)
+    {
+        uint8_t rec[32] = {};
+        uint64_t t = Simulator::Now().GetNanoSeconds();
+        uint32_t bytes = m_q->GetNBytes();
+        uint32_t pkts = m_q->GetNPackets();
+        std::memcpy(rec, &t, 8);
+        std::memcpy(rec + 8, &value, 8);
+        std::memcpy(rec + 16, &bytes, 4);
+        std::memcpy(rec + 20, &pkts, 4);
+        rec[24] = kind;
+        rec[25] = reason;
+        std::fwrite(rec, 1, 32, m_f);
+    }
+
+    void Attach()
+    {
+        Connect(m_q, "Enqueue", MakeCallback(&QueueLog::OnEnqueue, this));
+        Connect(m_q, "Dequeue", MakeCallback(&QueueLog::OnDequeue, this));
+        Connect(m_q, "DropBeforeEnqueue", MakeCallback(&QueueLog::OnDrop, this));
+        Connect(m_q, "DropAfterDequeue", MakeCallback(&QueueLog::OnDrop, this));
+        Connect(m_q, "Mark", MakeCallback(&QueueLog::OnMark, this));
+    }
+
+  private:
+    void OnEnqueue(Ptr<const QueueDiscItem> item)
+    {
+        Write(ENQUEUE, 0, item->GetSize());
+    }
+
+    void OnDequeue(Ptr<const QueueDiscItem> item)
+    {
+        Write(DEQUEUE, 0, (Simulator::Now() - item->GetTimeStamp()).GetNanoSeconds());
+    }
+
+    void OnDrop(Ptr<const QueueDiscItem> item, const char* reason)
+    {
+        Write(DROP, DropCode(m_disc, reason), item->GetSize());
+    }
+
+    void OnMark(Ptr<const QueueDiscItem> item, const char* reason)
+    {
+        Write(MARK, MarkCode(m_disc, reason), item->GetSize());
+    }
+
+    Ptr<QueueDisc> m_q;
+    std::string m_disc;
+    std::FILE* m_f;
+};
+
+TypeId
+CongestionControl(const std::string& cc)
+{
+    if (cc == "reno")
+    {
+        // Not TcpLinuxReno: in ns-3 3.44 a flow of it that met a retransmission timeout beside a
+        // ping and web fetches (cs244) kept its window at one segment for the rest of the run.
+        // NewReno is the same AIMD with the recovery Linux's reno also uses.
+        return TcpNewReno::GetTypeId();
+    }
+    if (cc == "cubic")
+    {
+        return TcpCubic::GetTypeId();
+    }
+    if (cc == "bbr")
+    {
+        return TcpBbr::GetTypeId();
+    }
+    Fail("no congestion control " + cc + " in ns-3 here");
+}
+
+// A TCP socket with its own congestion control (ns-3 otherwise sets one per node).
+Ptr<Socket>
+TcpSocketWith(Ptr<Node> node, const std::string& cc)
+{
+    Ptr<Socket> s = Socket::CreateSocket(node, TcpSocketFactory::GetTypeId());
+    ObjectFactory f;
+    f.SetTypeId(CongestionControl(cc));
+    DynamicCast<TcpSocketBase>(s)->SetCongestionControlAlgorithm(f.Create<TcpCongestionOps>());
+    return s;
+}
+
+const uint32_t SEGMENT = 1448; // the MSS with timestamps on a 1500-byte MTU, as Linux sends it
+
+// Output files, written as the simulation goes.
+struct Outputs
+{
+    std::ofstream ping, throughput, cwnd, fetch;
+
+    explicit Outputs(const std::string& dir)
+        : ping(dir + "/ping.csv"),
+          throughput(dir + "/throughput.csv"),
+          cwnd(dir + "/cwnd.csv"),
+          fetch(dir + "/fetch.csv")
+    {
+        if (!ping || !throughput || !cwnd || !fetch)
+        {
+            Fail("cannot write to " + dir);
+        }
+        ping.precision(9);
+        throughput.precision(9);
+        cwnd.precision(9);
+        fetch.precision(9);
+    }
+};
+
+// Seconds since the simulation's start: the run's t0.
+double
+T()
+{
+    return Simulator::Now().GetSeconds();
+}
+
+// Follows one sending socket's cwnd, ssthresh and smoothed RTT into cwnd.csv under `flow`.
+class CwndTrace : public SimpleRefCount<CwndTrace>
+{
+  public:
+    CwndTrace(std::string flow, Ptr<Socket> s, Outputs* out)
+        : m_flow(std::move(flow)),
+          m_out(out)
+    {
+        Connect(s, "CongestionWindow", MakeCallback(&CwndTrace::OnCwnd, this));
+        Connect(s, "SlowStartThreshold", MakeCallback(&CwndTrace::OnSsthresh, this));
+        Connect(s, "RTT", MakeCallback(&CwndTrace::OnSrtt, this));
+    }
+
+  private:
+    void OnCwnd(uint32_t, uint32_t now)
+    {
+        m_cwnd = now;
+        m_out->cwnd << T() << "," << m_flow << "," << double(m_cwnd) / SEGMENT << ",";
+        if (m_ssthresh < 0x7fffffff)
+        {
+            m_out->cwnd << double(m_ssthresh) / SEGMENT;
+        }
+        m_out->cwnd << "," << m_srtt_ms << "\n";
+    }
+
+    void OnSsthresh(uint32_t, uint32_t now)
+    {
+        m_ssthresh = now;
+    }
+
+    void OnSrtt(Time, Time now)
+    {
+        m_srtt_ms = now.GetSeconds() * 1e3;
+    }
+
+    std::string m_flow;
+    Outputs* m_out;
+    uint32_t m_cwnd = 0, m_ssthresh = 0x7fffffff;
+    double m_srtt_ms = 0;
+};
+
+// A bulk TCP sender: keeps its socket's buffer full from start to stop, and follows its cwnd.
+class BulkSender : public Application
+{
+  public:
+    BulkSender(std::string name, std::string cc, Address peer, Outputs* out)
+        : m_name(std::move(name)),
+          m_cc(std::move(cc)),
+          m_peer(peer),
+          m_out(out)
+    {
+    }
+
+    uint64_t retransmits = 0;
+    uint64_t sent = 0;
+
+  private:
+    void StartApplication() override
+    {
+        m_socket = TcpSocketWith(GetNode(), m_cc);
+        m_socket->Bind();
+        m_socket->Connect(m_peer);
+        m_socket->SetSendCallback(MakeCallback(&BulkSender::Fill, this));
+        m_socket->SetConnectCallback(MakeCallback(&BulkSender::Connected, this),
+                                     MakeNullCallback<void, Ptr<Socket>>());
+        m_trace = Create<CwndTrace>(m_name, m_socket, m_out);
+        Connect(m_socket, "Retransmission", MakeCallback(&BulkSender::OnRetransmit, this));
+    }
+
+    void StopApplication() override
+    {
+        if (m_socket)
+        {
+            m_socket->Close();
+        }
+    }
+
+    void Connected(Ptr<Socket> s)
+    {
+        Fill(s, s->GetTxAvailable());
+    }
+
+    void Fill(Ptr<Socket> s, uint32_t)
+    {
+        static const std::vector<uint8_t> zeros(65536, 0);
+        while (s->GetTxAvailable() > 0)
+        {
+            uint32_t n = std::min<uint32_t>(s->GetTxAvailable(), zeros.size());
+            int sent = s->Send(zeros.data(), n, 0);
+            if (sent <= 0)
+            {
+                break;
+            }
+            this->sent += sent;
+        }
+    }
+
+    void OnRetransmit(Ptr<const Packet>,
+                      const TcpHeader&,
+                      const Address&,
+                      const Address&,
+                      Ptr<const TcpSocketBase>)
+    {
+        retransmits++;
+    }
+
+    std::string m_name, m_cc;
+    Address m_peer;
+    Outputs* m_out;
+    Ptr<Socket> m_socket;
+    Ptr<CwndTrace> m_trace;
+};
+
+// The bulk flow's receiver: counts what the application reads, per 100 ms as iperf3 reports it.
+class BulkReceiver : public Application
+{
+  public:
+    BulkReceiver(std::string name, uint16_t port, Outputs* out)
+        : m_name(std::move(name)),
+          m_port(port),
+          m_out(out)
+    {
+    }
+
+    uint64_t received = 0;
+    double first = -1, last = -1;
+
+  private:
+    void StartApplication() override
+    {
+        m_listen = Socket::CreateSocket(GetNode(), TcpSocketFactory::GetTypeId());
+        m_listen->Bind(InetSocketAddress(Ipv4Address::GetAny(), m_port));
+        m_listen->Listen();
+        m_listen->SetAcceptCallback(MakeNullCallback<bool, Ptr<Socket>, const Address&>(),
+                                    MakeCallback(&BulkReceiver::Accepted, this));
+    }
+
+    void StopApplication() override
+    {
+        Report();
+        m_listen->Close();
+    }
+
+    void Accepted(Ptr<Socket> s, const Address&)
+    {
+        s->SetRecvCallback(MakeCallback(&BulkReceiver::Read, this));
+        first = T();
+        m_interval_start = first;
+        m_tick = Simulator::Schedule(Seconds(0.1), &BulkReceiver::Tick, this);
+    }
+
+    void Read(Ptr<Socket> s)
+    {
+        while (Ptr<Packet> p = s->Recv())
+        {
+            received += p->GetSize();
+            m_interval += p->GetSize();
+            last = T();
+        }
+    }
+
+    void Tick()
+    {
+        Report();
+        m_tick = Simulator::Schedule(Seconds(0.1), &BulkReceiver::Tick, this);
+    }
+
+    void Report()
+    {
+        double t = T();
+        if (m_interval_start < 0 || t <= m_interval_start)
+        {
+            return;
+        }
+        m_out->throughput << t << "," << m_name << ","
+                          << m_interval * 8 / (t - m_interval_start) / 1e6 << "\n";
+        m_interval = 0;
+        m_interval_start = t;
+    }
+
+    std::string m_name;
+    uint16_t m_port;
+    Outputs* m_out;
+    Ptr<Socket> m_listen;
+    uint64_t m_interval = 0;
+    double m_interval_start = -1;
+    EventId m_tick;
+};
+
+// A web server: each connection sends a request; the reply is `size` bytes, then it closes.
+class WebServer : public Application
+{
+  public:
+    WebServer(std::string name, uint16_t port, uint32_t size, std::string cc, Outputs* out)
+        : m_name(std::move(name)),
+          m_port(port),
+          m_size(size),
+          m_cc(std::move(cc)),
+          m_out(out)
+    {
+    }
+
+  private:
+    void StartApplication() override
+    {
+        m_listen = TcpSocketWith(GetNode(), m_cc);
+        m_listen->Bind(InetSocketAddress(Ipv4Address::GetAny(), m_port));
+        m_listen->Listen();
+        m_listen->SetAcceptCallback(MakeNullCallback<bool, Ptr<Socket>, const Address&>(),
+                                    MakeCallback(&WebServer::Accepted, this));
+    }
+
+    void StopApplication() override
+    {
+        m_listen->Close();
+    }
+
+    void Accepted(Ptr<Socket> s, const Address&)
+    {
+        // Each fetch's connection is a flow of its own, WEB#N from 1, as the emulated run names it.
+        m_traces.push_back(Create<CwndTrace>(m_name + "#" + std::to_string(m_traces.size() + 1), s, m_out));
+        m_left[PeekPointer(s)] = m_size;
+        s->SetRecvCallback(MakeCallback(&WebServer::Request, this));
+        s->SetSendCallback(MakeCallback(&WebServer::Send, this));
+    }
+
+    void Request(Ptr<Socket> s)
+    {
+        while (s->Recv())
+        {
+        }
+        Send(s, s->GetTxAvailable());
+    }
+
+    void Send(Ptr<Socket> s, uint32_t)
+    {
+        static const std::vector<uint8_t> zeros(65536, 0);
+        uint32_t& left = m_left[PeekPointer(s)];
+        while (left > 0 && s->GetTxAvailable() > 0)
+        {
+            uint32_t n = std::min<uint32_t>({left, s->GetTxAvailable(), uint32_t(zeros.size())});
+            int sent = s->Send(zeros.data(), n, 0);
+            if (sent <= 0)
+            {
+                return;
+            }
+            left -= sent;
+        }
+        if (left == 0)
+        {
+            s->Close();
+        }
+    }
+
+    std::string m_name;
+    uint16_t m_port;
+    uint32_t m_size;
+    std::string m_cc;
+    Outputs* m_out;
+    Ptr<Socket> m_listen;
+    std::map<Socket*, uint32_t> m_left;
+    std::vector<Ptr<CwndTrace>> m_traces;
+};
+
+// A web client, as bloatlab's emulated one runs curl: every `every`, `count` fetches one after
+// another; a period already past when a burst ends is skipped. Each fetch's time runs from its
+// connect to the reply's last byte, as curl's time_total does; one not done within `timeout`
+// failed, and one the end of the run cuts short is no result.
+class WebClient : public Application
+{
+  public:
+    WebClient(std::string name, Address server, uint32_t size, Time every, uint32_t count, Time timeout,
+              Time stop, std::string cc, Outputs* out)
+        : m_name(std::move(name)),
+          m_server(server),
+          m_size(size),
+          m_every(every),
+          m_count(count),
+          m_timeout(timeout),
+          m_stop(stop),
+          m_cc(std::move(cc)),
+          m_out(out)
+    {
+    }
+
+  private:
+    void StartApplication() override
+    {
+        m_first = Simulator::Now();
+        Burst();
+    }
+
+    void StopApplication() override
+    {
+        Abandon();
+    }
+
+    void Burst()
+    {
+        m_left = m_count;
+        Next();
+    }
+
+    void Next()
+    {
+        if (Simulator::Now() >= m_stop)
+        {
+            return;
+        }
+        if (m_left == 0)
+        {
+            // The next period that has not begun yet.
+            uint64_t done = (Simulator::Now() - m_first).GetNanoSeconds() / m_every.GetNanoSeconds();
+            m_k = std::max(m_k + 1, done + 1);
+            Simulator::Schedule(m_first + m_every * m_k - Simulator::Now(), &WebClient::Burst, this);
+            return;
+        }
+        m_left--;
+        m_socket = TcpSocketWith(GetNode(), m_cc);
+        m_socket->Bind();
+        m_start = T();
+        m_got = 0;
+        m_socket->SetConnectCallback(MakeCallback(&WebClient::Connected, this),
+                                     MakeCallback(&WebClient::Refused, this));
+        m_socket->SetRecvCallback(MakeCallback(&WebClient::Read, this));
+        m_socket->Connect(m_server);
+        m_deadline = Simulator::Schedule(m_timeout, &WebClient::TimedOut, this);
+    }
+
+    void Connected(Ptr<Socket> s)
+    {
+        static const std::vector<uint8_t> request(80, 'x'); // about curl's GET
+        s->Send(request.data(), request.size(), 0);
+    }
+
+    void Refused(Ptr<Socket>)
+    {
+        Done(false);
+    }
+
+    void Read(Ptr<Socket> s)
+    {
+        while (Ptr<Packet> p = s->Recv())
+        {
+            m_got += p->GetSize();
+        }
+        if (m_got >= m_size)
+        {
+            Done(true);
+        }
+    }
+
+    void TimedOut()
+    {
+        Done(false);
+    }
+
+    void Done(bool ok)
+    {
+        m_deadline.Cancel();
+        m_out->fetch << m_start << "," << T() - m_start << "," << m_name << "," << (ok ? 1 : 0) << "\n";
+        m_socket->SetRecvCallback(MakeNullCallback<void, Ptr<Socket>>());
+        m_socket->Close();
+        m_socket = nullptr;
+        Next();
+    }
+
+    void Abandon()
+    {
+        if (m_socket)
+        {
+            m_deadline.Cancel();
+            m_socket->Close();
+            m_socket = nullptr;
+        }
+    }
+
+    std::string m_name;
+    Address m_server;
+    uint32_t m_size;
+    Time m_every;
+    uint32_t m_count;
+    Time m_timeout, m_stop;
+    std::string m_cc;
+    Outputs* m_out;
+    Time m_first;
+    uint64_t m_k = 0;
+    uint32_t m_left = 0;
+    Ptr<Socket> m_socket;
+    double m_start = 0;
+    uint32_t m_got = 0;
+    EventId m_deadline;
+};
+
+struct Direction
+{
+    std::string name; // "s0->h2"
+    Ptr<NetDevice> device; // where it leaves
+    Ptr<QueueDisc> queue;
+    std::string disc;
+    uint64_t departures = 0, bytes_out = 0;
+};
+
+void
+CountDeparture(Direction* d, Ptr<const Packet> p)
+{
+    d->departures++;
+    d->bytes_out += p->GetSize() - 2 + 14; // as Ethernet frames: PPP's header out, Ethernet's in
+}
+
+// The queue disc type of a discipline; its attributes are set once it exists (SetAttributes).
+std::string
+QueueDiscType(const std::string& disc)
+{
+    static const std::map<std::string, std::string> types = {
+        {"droptail", "ns3::FifoQueueDisc"},
+        {"codel", "ns3::CoDelQueueDisc"},
+        {"fq_codel", "ns3::FqCoDelQueueDisc"},
+        {"red", "ns3::RedQueueDisc"},
+        {"pie", "ns3::PieQueueDisc"},
+    };
+    auto it = types.find(disc);
+    if (it == types.end())
+    {
+        Fail("no ns-3 queue disc for " + disc);
+    }
+    return it->second;
+}
+
+// The spec's parameters, which src/bloatlab/sim/scenario.py has mapped to ns-3's attributes
+// (q.NAME=VALUE); set before the simulation starts, when the queue disc checks them.
+void
+SetAttributes(Ptr<QueueDisc> q, const Statement& s)
+{
+    for (auto& [key, value] : s.opts)
+    {
+        if (key.rfind("q.", 0) == 0 && !q->SetAttributeFailSafe(key.substr(2), StringValue(value)))
+        {
+            Fail(q->GetInstanceTypeId().GetName() + ": cannot set " + key.substr(2) + " to " + value);
+        }
+    }
+}
+
+} // namespace
+
+int
+main(int argc, char* argv[])
+{
+    if (argc != 3)
+    {
+        std::cerr << "usage: bloatlab-ns3 SCENARIO OUT_DIR" << std::endl;
+        return 2;
+    }
+    std::vector<Statement> scenario = ReadScenario(argv[1]);
+    // Linux's TCP as bloatlab's hosts run it: 1448-byte segments (timestamps on), a 200 ms
+    // minimum RTO, and buffers as large as its autotuning grows them (tcp_rmem, tcp_wmem).
+    Config::SetDefault("ns3::TcpSocket::SegmentSize", UintegerValue(SEGMENT));
+    Config::SetDefault("ns3::TcpSocket::RcvBufSize", UintegerValue(6291456));
+    Config::SetDefault("ns3::TcpSocket::SndBufSize", UintegerValue(4194304));
+    Config::SetDefault("ns3::TcpSocket::InitialCwnd", UintegerValue(10));
+    Config::SetDefault("ns3::TcpSocketBase::MinRto", TimeValue(MilliSeconds(200)));
+    std::string out_dir = argv[2];
+    Outputs out(out_dir);
+
+    Time duration;
+    std::map<std::string, Ptr<Node>> nodes;
+    std::map<std::string, Ipv4Address> address; // each host's, on its first link
+    std::vector<std::unique_ptr<Direction>> directions;
+    std::vector<std::unique_ptr<QueueLog>> logs;
+    InternetStackHelper internet;
+    uint32_t subnet = 0;
+
+    // Nodes and links first: the workloads need the addresses.
+    for (const Statement& s : scenario)
+    {
+        if (s.verb == "run")
+        {
+            duration = NanoSeconds(s.U64("duration_ns"));
+            RngSeedManager::SetSeed(std::max<uint64_t>(1, s.U64("seed") % 0xffffffff));
+            RngSeedManager::SetRun(s.U64("run"));
+        }
+        else if (s.verb == "node")
+        {
+            Ptr<Node> n = CreateObject<Node>();
+            internet.Install(n);
+            nodes[s.words.at(0)] = n;
+        }
+        else if (s.verb == "link")
+        {
+            // link NAME A B, then the two directions' options prefixed f. and r.
+            Ptr<Node> a = nodes.at(s.words.at(1)), b = nodes.at(s.words.at(2));
+            NodeContainer pair(a, b);
+            PointToPointHelper p2p;
+            p2p.SetQueue("ns3::DropTailQueue", "MaxSize", StringValue("1p"));
+            NetDeviceContainer devs = p2p.Install(pair);
+            for (int i = 0; i < 2; i++)
+            {
+                std::string p = i == 0 ? "f." : "r.";
+                Statement d;
+                d.verb = "direction";
+                for (auto& [k, v] : s.opts)
+                {
+                    if (k.rfind(p, 0) == 0)
+                    {
+                        d.opts[k.substr(2)] = v;
+                    }
+                }
+                Ptr<PointToPointNetDevice> dev = DynamicCast<PointToPointNetDevice>(devs.Get(i));
+                Ptr<PointToPointNetDevice> peer = DynamicCast<PointToPointNetDevice>(devs.Get(1 - i));
+                uint64_t rate = d.U64("rate_bps");
+                dev->SetDataRate(DataRate(rate ? uint64_t(rate * 1502.0 / 1514.0) : 100'000'000'000ull));
+                // One channel carries both ways with one delay: a direction's own delay is added
+                // at the far end, before the receiver sees the packet (sim/scenario.py checks
+                // that the two directions' delays can be split so).
+                (void)peer;
+                if (d.F64("loss") > 0)
+                {
+                    Ptr<RateErrorModel> em = CreateObject<RateErrorModel>();
+                    em->SetAttribute("ErrorRate", DoubleValue(d.F64("loss")));
+                    em->SetAttribute("ErrorUnit", StringValue("ERROR_UNIT_PACKET"));
+                    peer->SetReceiveErrorModel(em);
+                }
+                auto dir = std::make_unique<Direction>();
+                dir->name = d.Opt("name");
+                dir->device = dev;
+                dir->disc = d.Opt("discipline");
+                Connect(dev, "PhyTxEnd", MakeBoundCallback(&CountDeparture, dir.get()));
+                directions.push_back(std::move(dir));
+            }
+            Ptr<PointToPointChannel> ch = DynamicCast<PointToPointChannel>(devs.Get(0)->GetChannel());
+            ch->SetAttribute("Delay", TimeValue(NanoSeconds(s.U64("delay_ns"))));
+            // Queue discs: one per direction, each with its own attributes.
+            for (int i = 0; i < 2; i++)
+            {
+                std::string p = i == 0 ? "f." : "r.";
+                Statement d;
+                d.verb = "direction";
+                for (auto& [k, v] : s.opts)
+                {
+                    if (k.rfind(p, 0) == 0)
+                    {
+                        d.opts[k.substr(2)] = v;
+                    }
+                }
+                TrafficControlHelper tch;
+                tch.SetRootQueueDisc(QueueDiscType(d.Opt("discipline")));
+                QueueDiscContainer qd = tch.Install(devs.Get(i));
+                Direction* dir = directions[directions.size() - 2 + i].get();
+                dir->queue = qd.Get(0);
+                SetAttributes(dir->queue, d);
+                if (d.Has("qlog"))
+                {
+                    logs.push_back(std::make_unique<QueueLog>(d.Opt("qlog"), dir->queue, dir->disc));
+                    logs.back()->Attach();
+                }
+            }
+            Ipv4AddressHelper ip;
+            std::ostringstream base;
+            base << "10." << (1 + subnet / 256) << "." << (subnet % 256) << ".0";
+            subnet++;
+            ip.SetBase(base.str().c_str(), "255.255.255.0");
+            Ipv4InterfaceContainer ifs = ip.Assign(devs);
+            for (int i = 0; i < 2; i++)
+            {
+                const std::string& node = s.words.at(1 + i);
+                if (!address.count(node))
+                {
+                    address[node] = ifs.GetAddress(i);
+                }
+            }
+        }
+    }
+    Ipv4GlobalRoutingHelper::PopulateRoutingTables();
+
+    std::vector<std::pair<std::string, Ptr<BulkSender>>> senders;
+    std::vector<std::pair<std::string, Ptr<BulkReceiver>>> receivers;
+    std::map<std::string, std::pair<uint64_t, uint64_t>> pings; // sent, answered
+    std::vector<Ptr<Ping>> pingers;
+    for (const Statement& s : scenario)
+    {
+        if (s.verb == "bulk")
+        {
+            // bulk NAME SRC DST start_ns= stop_ns= cc= port=
+            const std::string& name = s.words.at(0);
+            uint16_t port = s.U64("port");
+            auto rx = CreateObject<BulkReceiver>(name, port, &out);
+            nodes.at(s.words.at(2))->AddApplication(rx);
+            rx->SetStartTime(Seconds(0));
+            rx->SetStopTime(NanoSeconds(s.U64("stop_ns")));
+            auto tx = CreateObject<BulkSender>(name, s.Opt("cc"),
+                                               InetSocketAddress(address.at(s.words.at(2)), port), &out);
+            nodes.at(s.words.at(1))->AddApplication(tx);
+            tx->SetStartTime(NanoSeconds(s.U64("start_ns")));
+            tx->SetStopTime(NanoSeconds(s.U64("stop_ns")));
+            senders.emplace_back(name, tx);
+            receivers.emplace_back(name, rx);
+        }
+        else if (s.verb == "ping")
+        {
+            const std::string name = s.words.at(0);
+            Ptr<Ping> ping = CreateObject<Ping>();
+            ping->SetAttribute("Destination", AddressValue(address.at(s.words.at(2))));
+            ping->SetAttribute("Interval", TimeValue(NanoSeconds(s.U64("interval_ns"))));
+            ping->SetAttribute("Size", UintegerValue(56));
+            ping->SetAttribute("VerboseMode", EnumValue(Ping::VerboseMode::SILENT));
+            ping->SetAttribute("Timeout", TimeValue(Seconds(10)));
+            nodes.at(s.words.at(1))->AddApplication(ping);
+            ping->SetStartTime(NanoSeconds(s.U64("start_ns")));
+            ping->SetStopTime(NanoSeconds(s.U64("stop_ns")));
+            pings[name] = {0, 0};
+            auto* counts = &pings[name];
+            auto* file = &out.ping;
+            // A reply's time is when it came, as ping -D stamps it.
+            ping->TraceConnectWithoutContext(
+                "Rtt",
+                Callback<void, uint16_t, Time>([counts, file, name](uint16_t, Time rtt) {
+                    counts->second++;
+                    *file << T() << "," << name << "," << rtt.GetSeconds() * 1e3 << "\n";
+                }));
+            ping->TraceConnectWithoutContext(
+                "Tx",
+                Callback<void, uint16_t, Ptr<Packet>>([counts](uint16_t, Ptr<Packet>) { counts->first++; }));
+            pingers.push_back(ping);
+        }
+        else if (s.verb == "web")
+        {
+            // web NAME SERVER CLIENT start_ns= every_ns= count= size= cc= port=
+            uint16_t port = s.U64("port");
+            auto server = CreateObject<WebServer>(s.words.at(0), port, s.U64("size"), s.Opt("cc"), &out);
+            nodes.at(s.words.at(1))->AddApplication(server);
+            server->SetStartTime(Seconds(0));
+            server->SetStopTime(duration);
+            auto client = CreateObject<WebClient>(s.words.at(0),
+                                                  InetSocketAddress(address.at(s.words.at(1)), port),
+                                                  s.U64("size"), NanoSeconds(s.U64("every_ns")),
+                                                  s.U64("count"), NanoSeconds(s.U64("timeout_ns")),
+                                                  NanoSeconds(s.U64("stop_ns")), s.Opt("cc"), &out);
+            nodes.at(s.words.at(2))->AddApplication(client);
+            client->SetStartTime(NanoSeconds(s.U64("start_ns")));
+            client->SetStopTime(NanoSeconds(s.U64("stop_ns")));
+        }
+        else if (s.verb != "run" && s.verb != "node" && s.verb != "link")
+        {
+            Fail("unknown statement " + s.verb);
+        }
+    }
+
+    Simulator::Stop(duration + NanoSeconds(1));
+    Simulator::Run();
+
+    std::ofstream flows(out_dir + "/flows.csv");
+    flows << "name,bytes_received,first_s,last_s,bytes_sent,retransmits\n";
+    for (size_t i = 0; i < senders.size(); i++)
+    {
+        auto& rx = receivers[i].second;
+        auto& tx = senders[i].second;
+        flows << senders[i].first << "," << rx->received << "," << rx->first << "," << rx->last << ","
+              << tx->sent << "," << tx->retransmits << "\n";
+    }
+    std::ofstream pings_out(out_dir + "/pings.csv");
+    pings_out << "name,sent,received\n";
+    for (auto& [name, c] : pings)
+    {
+        pings_out << name << "," << c.first << "," << c.second << "\n";
+    }
+    std::ofstream links(out_dir + "/directions.csv");
+    links << "direction,departures,bytes_out,queue_drops,queue_packets\n";
+    for (auto& d : directions)
+    {
+        QueueDisc::Stats st = d->queue->GetStats();
+        links << d->name << "," << d->departures << "," << d->bytes_out << ","
+              << st.nTotalDroppedPackets << "," << d->queue->GetNPackets() << "\n";
+    }
+    logs.clear();
+    Simulator::Destroy();
+    return 0;
+}

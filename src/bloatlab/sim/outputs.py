@@ -1,0 +1,78 @@
+"""What the ns-3 driver wrote (driver/bloatlab_ns3.cc), read into the RunRecord an emulated run
+fills: the same series, flows and queue numbers, so the results layer writes both alike.
+
+Times are seconds since the simulation's start, which is the run's t0.
+"""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+from typing import Any
+
+from bloatlab.experiment.probes.queue import from_qlog
+from bloatlab.experiment.record import Collected, QueueMeasure, RunRecord
+from bloatlab.specs import dscp
+from bloatlab.specs.model import Bulk, Ping
+
+
+def _rows(path: Path) -> list[list[str]]:
+    with open(path, newline="") as f:
+        return [row for row in csv.reader(f) if row]
+
+
+def _table(path: Path) -> dict[str, dict[str, str]]:
+    """A CSV with a header, by its first column."""
+    with open(path, newline="") as f:
+        return {row[next(iter(row))]: row for row in csv.DictReader(f)}
+
+
+def collect(out: Path, record: RunRecord) -> None:
+    """Fill `record` from the driver's files in `out`."""
+    exp = record.experiment
+    got = Collected()
+    got.ping = sorted((float(t), name, float(rtt)) for t, name, rtt in _rows(out / "ping.csv"))
+    pings = _table(out / "pings.csv")
+    for w in exp.workloads:
+        if isinstance(w, Ping):
+            sent, received = (int(pings[w.name][k]) for k in ("sent", "received")) if w.name in pings else (0, 0)
+            # The request sent just before the end may still be on its way: not lost (as with ping).
+            lost = max(0, sent - received - 1)
+            got.ping_lost += lost
+            got.per_ping[w.name] = ([rtt for _, name, rtt in got.ping if name == w.name], lost)
+    flows = _table(out / "flows.csv")
+    for w in exp.workloads:
+        if isinstance(w, Bulk):
+            f = flows.get(w.name, {})
+            got.flows[w.name] = bulk_summary(w, f)
+    got.throughput = [(float(t), name, float(mbps)) for t, name, mbps in _rows(out / "throughput.csv")]
+    got.fetch = sorted((float(t), float(s), name, int(ok)) for t, s, name, ok in _rows(out / "fetch.csv"))
+    failed = [row for row in got.fetch if not row[3]]
+    if failed:
+        got.warnings.append(f"{failed[0][2]}: {len(failed)} fetches did not finish before the run ended")
+    record.collected = got
+    record.cwnd = [(float(t), name, float(cwnd), float(ssthresh) if ssthresh else None, float(srtt) or None)
+                   for t, name, cwnd, ssthresh, srtt in _rows(out / "cwnd.csv")]
+    for link in exp.topology.links:
+        for which in ("forward", "reverse"):
+            name = link.direction_name(which)
+            path = out.parent / "qlog" / f"{link.name}.{which}.qlog"
+            if name in exp.probes.queue and path.exists():
+                trace = from_qlog(path, 0.0)
+                record.queues[name] = QueueMeasure("ns3", trace.rows(name, record.duration_s),
+                                                   trace.summary(record.duration_s))
+    record.datapath_stats = {}
+    for name, row in _table(out / "directions.csv").items():
+        record.datapath_stats[name] = {"departures": int(row["departures"]), "bytes_out": int(row["bytes_out"]),
+                                       "queue_drops": int(row["queue_drops"])}
+
+
+def bulk_summary(w: Bulk, f: dict[str, str]) -> dict[str, Any]:
+    """A bulk flow's summary.json entry, as iperf3's would be: goodput over the flow's window."""
+    received = int(f.get("bytes_received", 0) or 0)
+    sent = int(f.get("bytes_sent", 0) or 0)
+    window = w.window_s
+    return {"kind": "bulk", "goodput_mbps": received * 8 / window / 1e6 if f else None,
+            "sender_mbps": sent * 8 / window / 1e6 if f else None,
+            "retransmits": int(f["retransmits"]) if f else None, "seconds": window, "cc": w.cc,
+            "src": w.src, "dst": w.dst, "dscp": dscp.name(w.dscp)}

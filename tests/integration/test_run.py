@@ -268,11 +268,18 @@ def test_two_runs_at_once_with_udp_and_the_ss_probe(tmp_path):
 
 def test_ns3_simulates_the_same_run_within_3_and_10_percent(cs244, tmp_path):
     exp = load_preset("cs244", ["maxq=100", "duration=15s"], backend="ns3")
-    simulated = run_experiment(exp, tmp_path / "sim", progress=False).summary
-    emulated = cs244[100].summary
-    goodput = simulated["flows"]["bulk"]["goodput_mbps"] / emulated["flows"]["bulk"]["goodput_mbps"] - 1
-    median = simulated["rtt_ms"]["median"] / emulated["rtt_ms"]["median"] - 1
-    assert abs(goodput) <= 0.03 and abs(median) <= 0.10, (goodput, median)
+    simulated = run_experiment(exp, tmp_path / "sim", progress=False)
+    assert simulated.complete, simulated.reason
+    # bloatlab compare holds the simulated run (B) against the emulated one (A).
+    result = subprocess.run([sys.executable, "-m", "bloatlab", "compare", str(cs244[100].run_dir),
+                             str(simulated.run_dir), "--out", str(tmp_path / "cmp"), "--json"],
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    doc = json.loads(result.stdout)
+    assert [r["label"] for r in doc["runs"]] == ["emulation", "ns3"]
+    diff = {d["metric"]: d["relative"] for d in doc["differences"]}
+    assert abs(diff["goodput bulk (Mbit/s)"]) <= 0.03 and abs(diff["RTT median (ms)"]) <= 0.10, diff
+    assert (tmp_path / "cmp" / "report.html").stat().st_size > 50_000
 
 
 def test_flent_opens_the_export_of_a_cs244_run(cs244, flent_summary):

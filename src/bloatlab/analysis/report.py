@@ -21,12 +21,12 @@ from typing import Any, Protocol
 
 from matplotlib.figure import Figure
 
-from bloatlab.analysis import plots, sweep_plots
+from bloatlab.analysis import compare, plots, sweep_plots
 from bloatlab.analysis.aggregate import write_aggregate, write_series_export
 from bloatlab.analysis.plots import show_value as _show
 from bloatlab.analysis.summary import summary_lines
 from bloatlab.errors import BloatlabError
-from bloatlab.results.reader import Sweep, dig, flatten, is_run, is_sweep, load_run, load_sweep
+from bloatlab.results.reader import Run, Sweep, dig, flatten, is_run, is_sweep, load_run, load_sweep
 from bloatlab.results.stats import GRADE_CONVENTION, grade
 from bloatlab.specs.units import format_duration_ns, format_rate
 
@@ -358,6 +358,42 @@ def _run_report(run_dir: Path, drawn: plots.PlotResult | None = None) -> str:
         sections.append("<h2>Warnings</h2><ul>" + "".join(f"<li>{_e(w)}</li>" for w in [*problems, *warnings])
                         + "</ul>")
     return _page(f"bloatlab run: {run.name}", sections)
+
+
+# Runs side by side ---------------------------------------------------------------------------
+
+def write_compare_report(out: Path, runs: list[Run], names: list[str], shared: dict[str, Any],
+                         figures: dict[str, Path]) -> Path:
+    """OUT/report.html: the runs' summaries side by side, two runs' differences, and the
+    comparison figures (saved PNGs, embedded)."""
+    sections = [f"<h1>Runs compared: {_e(', '.join(names))}</h1>"]
+    sections.append(_table(["run", "directory", "backend", "complete"],
+                           [(n, str(r.path), compare.backend(r), "yes" if r.complete else "no")
+                            for n, r in zip(names, runs)]))
+    if shared:
+        sections.append(_pairs([(k, _show(v)) for k, v in shared.items()]))
+    columns = [dict(summary_lines(r.summary)) for r in runs]
+    labels = list(dict.fromkeys(label for col in columns for label in col))
+    sections += ["<h2>Summaries</h2>", _table(["measure", *names], [(label, *(c.get(label, "-") for c in columns))
+                                                                    for label in labels])]
+    if len(runs) == 2:
+        diffs = compare.differences(runs[0].summary, runs[1].summary)
+        sections += [f"<h2>{_e(names[1])} against {_e(names[0])}</h2>",
+                     _table(["metric", names[0], names[1], "difference"],
+                            [(d.metric, _number(d.a), _number(d.b),
+                              "-" if d.relative is None else f"{d.relative:+.1%}") for d in diffs], numeric_from=1)]
+    sections.append("<h2>Figures</h2>")
+    for name, png in figures.items():
+        sections.append(_image(png, name))
+    path = out / "report.html"
+    path.write_text(_page(f"bloatlab compare: {', '.join(names)}", sections), encoding="utf-8")
+    return path
+
+
+def _image(png: Path, caption: str) -> _Html:
+    data = base64.b64encode(png.read_bytes()).decode("ascii")
+    return _Html(f'<figure><img src="data:image/png;base64,{data}" alt="{_e(caption)}">'
+                 f'<figcaption>{_e(caption)}</figcaption></figure>')
 
 
 # Entry points --------------------------------------------------------------------------------

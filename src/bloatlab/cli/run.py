@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import json
 import sys
 from pathlib import Path
 
@@ -125,6 +124,7 @@ def cmd_plot(args: argparse.Namespace) -> int:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
+    from bloatlab.analysis import compare
     from bloatlab.analysis.summary import summary_table
     from bloatlab.results.reader import is_run, load_run
 
@@ -133,15 +133,27 @@ def cmd_compare(args: argparse.Namespace) -> int:
         if not is_run(run_dir):
             raise BloatlabError(f"{run_dir} is not a bloatlab run directory (no summary.json/run.json)", field="DIR")
         runs.append(load_run(run_dir))
-    # Label each column by the parameters that differ between the runs.
-    differ = [k for k in runs[0].params if len({json.dumps(run.params.get(k)) for run in runs}) > 1]
-    columns = [(" ".join(f"{k}={run.params.get(k)}" for k in differ) or run.path.name, run.summary) for run in runs]
-    same = {k: v for k, v in runs[0].params.items() if k not in differ}
-    text = summary_table(columns)
+    names, same = compare.labels(runs)
+    text = summary_table(list(zip(names, (run.summary for run in runs))))
     if same and len(runs) > 1:
         text = "common: " + " ".join(f"{k}={v}" for k, v in same.items()) + "\n\n" + text
-    emit(args, {"runs": [{"dir": str(run.path), "label": label, "params": run.params, "summary": summary}
-                         for run, (label, summary) in zip(runs, columns)]}, text)
+    doc: dict = {"runs": [{"dir": str(run.path), "label": label, "backend": compare.backend(run), "params": run.params,
+                           "summary": run.summary} for run, label in zip(runs, names)]}
+    if len(runs) == 2:
+        diffs = compare.differences(runs[0].summary, runs[1].summary)
+        text += f"\n\nB ({names[1]}) against A ({names[0]}):\n" + compare.differences_table(diffs, "A", "B")
+        doc["differences"] = [{"metric": d.metric, "a": d.a, "b": d.b, "relative": d.relative} for d in diffs]
+    if args.out is not None:
+        from bloatlab.analysis.plots import save_figures
+        from bloatlab.analysis.report import write_compare_report
+
+        args.out.mkdir(parents=True, exist_ok=True)
+        figures = compare.figures(runs, names)
+        files = save_figures(figures, args.out, args.svg)
+        report = write_compare_report(args.out, runs, names, same, {n: args.out / f"{n}.png" for n in figures})
+        doc.update(files=[str(f) for f in files], report=str(report))
+        text += f"\n\nplots:   {args.out}/ ({', '.join(f.name for f in files)})\nreport:  {report}"
+    emit(args, doc, text)
     return 0
 
 
@@ -212,10 +224,18 @@ def add_parsers(commands: argparse._SubParsersAction) -> None:
     plot.add_argument("--svg", action="store_true", help="also write SVG")
 
     compare = add_command(commands, "compare", cmd_compare, "print the summaries of runs side by side",
-                          "One column per run, labelled with its parameters.",
-                          ["bloatlab compare results/q20 results/q100"])
+                          "One column per run, labelled with what differs between them: its parameters, or "
+                          "where it ran\n(emulation, ns3). For two runs, the second's headline numbers "
+                          "against the first's: goodput,\nRTT min/median/p95/max, queue, fetch times, "
+                          "with the relative difference. With --out,\nfigures with every run on one axis "
+                          "(RTT CDF, goodput, queue, cwnd) and OUT/report.html.",
+                          ["bloatlab compare results/q20 results/q100",
+                           "bloatlab compare results/cs244 results/cs244-ns3 --out results/cs244-vs-ns3"])
     compare.add_argument("dirs", metavar="DIR", type=Path, nargs="+",
                          help="results directories of runs").complete = DIRECTORY
+    compare.add_argument("--out", metavar="DIR", type=Path,
+                         help="write the comparison's figures and report.html here").complete = DIRECTORY
+    compare.add_argument("--svg", action="store_true", help="also write the figures as SVG (with --out)")
 
     summary = "write the self-contained HTML report of a run or a sweep"
     report = add_command(commands, "report", cmd_report, summary,

@@ -188,3 +188,14 @@ def test_backend_table_has_the_queue_disciplines_per_probed_qdisc():
     assert table_row(text, "queue fq_codel").split()[2:] == ["✓", "✓"]
     assert table_row(text, "queue red (bytes)").split()[3:] == ["✓", "✓"]
     assert "no kernel qdisc does this" in table_row(text, "queue red (packets)")
+
+
+def test_the_simulation_section_says_what_the_ns3_backend_lacks():
+    text = doctor.render(make_report(simulation={"ns3": None, "compiler": None, "driver": None, "problem": "x"}))
+    assert "pip install 'bloatlab[sim]'" in line_for(text, "ns3 wheel")
+    text = doctor.render(make_report(simulation={"ns3": "3.44.post0", "compiler": None, "driver": None,
+                                                 "problem": "needs a C++ compiler"}))
+    assert line_for(text, "ns3 wheel").split()[0] == "✓" and "apt-get install g++" in line_for(text, "C++ compiler")
+    text = doctor.render(make_report(simulation={"ns3": "3.44.post0", "compiler": "/usr/bin/g++", "driver": None,
+                                                 "problem": None}))
+    assert "built on the first simulated run" in line_for(text, "driver")

@@ -16,6 +16,7 @@ from typing import Any
 
 from bloatlab import binaries
 from bloatlab.errors import MachineError
+from bloatlab.sim import driver as sim_driver
 from bloatlab.specs.model import DirectionSpec, QueueSpec
 from bloatlab.testbed import capabilities
 from bloatlab.testbed.machine import TOOLS
@@ -204,6 +205,7 @@ def collect() -> dict[str, Any]:
                                "default": cc.default},
     }
     report["backends"] = backend_support(report)
+    report["simulation"] = sim_driver.status()
     return report
 
 
@@ -306,6 +308,16 @@ def render(report: dict[str, Any], ascii_only: bool = False) -> str:
     lines.append(f"  a host's default may be: {' '.join(cc['allowed']) or 'unknown'}"
                  " (net.ipv4.tcp_allowed_congestion_control)")
     lines.append("  (more may load as modules: modprobe tcp_<name>)")
+
+    sim = report.get("simulation") or {"ns3": None, "compiler": None, "driver": None, "problem": None}
+    section("Simulation (ns-3, for backend = \"ns3\")")
+    check(sim["ns3"] is not None, "ns3 wheel", sim["ns3"] or "pip install 'bloatlab[sim]' (make test installs it)")
+    if sim["ns3"] is not None:
+        check(sim["compiler"] is not None, "C++ compiler", sim["compiler"] or "apt-get install g++")
+        if sim["compiler"] is not None:
+            check(True, "driver", sim["driver"] or "built on the first simulated run (some 20 s), then cached")
+    if sim["problem"] and sim["ns3"] is not None:
+        lines.append(f"    note: {sim['problem']}")
 
     section("Link backends")
     backends = report["backends"]

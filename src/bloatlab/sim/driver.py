@@ -76,11 +76,29 @@ def ns3_lib_version(root: Path) -> str:
     raise MachineError(f"the ns3 wheel at {root} has no libns3*-core.so in lib64/; reinstall it")
 
 
+def _cached(cxx: str, root: Path) -> Path:
+    return cache_dir() / f"ns3-driver-{_key(cxx, root)}" / "bloatlab-ns3"
+
+
+def status() -> dict[str, str | None]:
+    """What the ns-3 backend has here (for bloatlab doctor): the wheel's version, the compiler,
+    the built driver if it is cached, and what is missing."""
+    out: dict[str, str | None] = {"ns3": ns3_version(), "compiler": None, "driver": None, "problem": None}
+    try:
+        root = ns3_root()
+        out["compiler"] = cxx = compiler()
+        cached = _cached(cxx, root)
+        out["driver"] = str(cached) if cached.exists() else None
+    except MachineError as e:
+        out["problem"] = str(e)
+    return out
+
+
 def build(say: bool = True) -> Path:
-    """The driver binary: from the cache, or built now (about 30 s, once)."""
+    """The driver binary: from the cache, or built now (some 20 s on 2 cores, once)."""
     root = ns3_root()
     cxx = compiler()
-    out = cache_dir() / f"ns3-driver-{_key(cxx, root)}" / "bloatlab-ns3"
+    out = _cached(cxx, root)
     if out.exists():
         return out
     lib = root / "lib64"
@@ -90,7 +108,7 @@ def build(say: bool = True) -> Path:
     argv = [cxx, "-std=c++20", "-O2", "-w", f"-I{root / 'include'}", str(SOURCE), "-o", str(tmp),
             f"-L{lib}", f"-Wl,-rpath,{lib}", *[f"-lns{version}-{name}" for name in LIBRARIES]]
     if say:
-        print(f"building the ns-3 driver once (g++ against ns-3 {ns3_version()}, about 30 s) into {out.parent}",
+        print(f"building the ns-3 driver once (g++ against ns-3 {ns3_version()}, some 20 s) into {out.parent}",
               file=sys.stderr, flush=True)
     result = proc.run(argv, timeout_s=BUILD_TIMEOUT_S, check=False)
     if result.returncode != 0:

@@ -19,6 +19,7 @@
 #include "ns3/point-to-point-module.h"
 #include "ns3/traffic-control-module.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -737,6 +738,187 @@ SetAttributes(Ptr<QueueDisc> q, const Statement& s)
     }
 }
 
+// Replay mode ---------------------------------------------------------------------------------
+//
+// `replay arrivals=CSV rate_bps=N discipline=D q.NAME=VALUE...`: an arrival trace (bloatlab
+// replay's format: t_ns,size_bytes,flow,ecn) through one ns-3 queue disc in front of a link of
+// that rate, with no network around it, to hold bloatlab's disciplines against ns-3's own
+// (docs/simulation.md). Writes replay.csv: each packet's fate as bloatlab replay counts them.
+
+// A packet of the trace as the queue disc sees it: `size` bytes, ECN-capable or not.
+class TraceItem : public QueueDiscItem
+{
+  public:
+    TraceItem(Ptr<Packet> p, uint64_t id, uint8_t ecn)
+        : QueueDiscItem(p, Mac48Address(), 0),
+          id(id),
+          ecn(ecn)
+    {
+    }
+
+    void AddHeader() override
+    {
+    }
+
+    bool Mark() override
+    {
+        if (ecn == 0)
+        {
+            return false; // not ECN-capable: the disc drops instead
+        }
+        ecn = 3;
+        return true;
+    }
+
+    uint64_t id;
+    uint8_t ecn; // 0 not-ECT, 1 ECT(1), 2 ECT(0), 3 CE
+};
+
+struct Arrival
+{
+    uint64_t t_ns;
+    uint32_t size;
+    uint8_t ecn;
+};
+
+std::vector<Arrival>
+ReadArrivals(const std::string& path)
+{
+    std::ifstream in(path);
+    if (!in)
+    {
+        Fail("cannot read " + path);
+    }
+    std::string line;
+    std::getline(in, line);
+    std::vector<std::string> names;
+    {
+        std::istringstream h(line);
+        std::string f;
+        while (std::getline(h, f, ','))
+        {
+            names.push_back(f);
+        }
+    }
+    auto col = [&](const std::string& n) {
+        auto it = std::find(names.begin(), names.end(), n);
+        if (it == names.end())
+        {
+            Fail(path + ": no column " + n);
+        }
+        return size_t(it - names.begin());
+    };
+    size_t ct = col("t_ns"), cs = col("size_bytes"), ce = col("ecn");
+    std::vector<Arrival> out;
+    while (std::getline(in, line))
+    {
+        if (line.empty())
+        {
+            continue;
+        }
+        std::vector<std::string> f;
+        std::istringstream row(line);
+        std::string x;
+        while (std::getline(row, x, ','))
+        {
+            f.push_back(x);
+        }
+        out.push_back({std::stoull(f.at(ct)), uint32_t(std::stoul(f.at(cs))), uint8_t(std::stoul(f.at(ce)))});
+    }
+    return out;
+}
+
+class Replay
+{
+  public:
+    Replay(const Statement& s, const std::string& out_dir)
+        : m_arrivals(ReadArrivals(s.Opt("arrivals"))),
+          m_bps(s.U64("rate_bps")),
+          m_disc(s.Opt("discipline")),
+          m_out(out_dir + "/replay.csv")
+    {
+        ObjectFactory f;
+        f.SetTypeId(QueueDiscType(m_disc));
+        m_q = f.Create<QueueDisc>();
+        SetAttributes(m_q, s);
+        m_q->SetSendCallback([](Ptr<QueueDiscItem>) {}); // never asked: the replay dequeues itself
+        m_q->Initialize();
+        Connect(m_q, "DropBeforeEnqueue", MakeCallback(&Replay::OnDrop, this));
+        Connect(m_q, "DropAfterDequeue", MakeCallback(&Replay::OnDrop, this));
+        Connect(m_q, "Mark", MakeCallback(&Replay::OnMark, this));
+        m_out << "id,t_ns,fate,reason\n";
+    }
+
+    void Run()
+    {
+        if (!m_arrivals.empty())
+        {
+            Simulator::Schedule(NanoSeconds(m_arrivals[0].t_ns), &Replay::Arrive, this);
+        }
+        // The disciplines' own timers (PIE's update) never stop: the replay ends when the link
+        // has sent what it was given.
+        Simulator::Run();
+    }
+
+  private:
+    // The next arrival is scheduled only now, so that a departure due at the same nanosecond,
+    // scheduled earlier, comes first, as bloatlab's core orders them.
+    void Arrive()
+    {
+        const Arrival& a = m_arrivals[m_next];
+        Ptr<Packet> p = Create<Packet>(a.size);
+        m_q->Enqueue(Create<TraceItem>(p, m_next, a.ecn));
+        m_next++;
+        if (m_next < m_arrivals.size())
+        {
+            Simulator::Schedule(NanoSeconds(m_arrivals[m_next].t_ns) - Simulator::Now(), &Replay::Arrive, this);
+        }
+        if (!m_busy)
+        {
+            Serve();
+        }
+    }
+
+    // The link takes the next packet; it leaves once its last bit is on the wire.
+    void Serve()
+    {
+        Ptr<QueueDiscItem> item = m_q->Dequeue();
+        m_busy = bool(item);
+        if (!item)
+        {
+            if (m_next == m_arrivals.size())
+            {
+                Simulator::Stop(); // nothing left to arrive or to send
+            }
+            return;
+        }
+        auto* t = dynamic_cast<TraceItem*>(PeekPointer(item));
+        m_out << t->id << "," << Simulator::Now().GetNanoSeconds() << ",sent," << (t->ecn == 3 ? "ce" : "")
+              << "\n";
+        uint64_t ns = (uint64_t(item->GetSize()) * 8 * 1000000000ull + m_bps - 1) / m_bps;
+        Simulator::Schedule(NanoSeconds(ns), &Replay::Serve, this);
+    }
+
+    void OnDrop(Ptr<const QueueDiscItem> item, const char* reason)
+    {
+        auto* t = dynamic_cast<const TraceItem*>(PeekPointer(item));
+        m_out << t->id << "," << Simulator::Now().GetNanoSeconds() << ",dropped," << int(DropCode(m_disc, reason))
+              << "\n";
+    }
+
+    void OnMark(Ptr<const QueueDiscItem>, const char*)
+    {
+    }
+
+    std::vector<Arrival> m_arrivals;
+    size_t m_next = 0;
+    uint64_t m_bps;
+    std::string m_disc;
+    std::ofstream m_out;
+    Ptr<QueueDisc> m_q;
+    bool m_busy = false;
+};
+
 } // namespace
 
 int
@@ -756,6 +938,15 @@ main(int argc, char* argv[])
     Config::SetDefault("ns3::TcpSocket::InitialCwnd", UintegerValue(10));
     Config::SetDefault("ns3::TcpSocketBase::MinRto", TimeValue(MilliSeconds(200)));
     std::string out_dir = argv[2];
+    for (const Statement& s : scenario)
+    {
+        if (s.verb == "replay")
+        {
+            Replay(s, out_dir).Run();
+            Simulator::Destroy();
+            return 0;
+        }
+    }
     Outputs out(out_dir);
 
     Time duration;

@@ -122,6 +122,7 @@ pub struct QueueJson {
     ecn_prob: Option<f64>,
     bytemode: Option<bool>,
     dq_rate_estimator: Option<bool>,
+    ns3: Option<bool>,
 }
 
 impl QueueJson {
@@ -159,6 +160,7 @@ impl QueueJson {
             ("ecn_prob", self.ecn_prob.is_some()),
             ("bytemode", self.bytemode.is_some()),
             ("dq_rate_estimator", self.dq_rate_estimator.is_some()),
+            ("ns3", self.ns3.is_some()),
         ]
         .into_iter()
         .filter_map(|(k, set)| set.then_some(k))
@@ -208,6 +210,7 @@ impl QueueJson {
                         harddrop: self.harddrop.unwrap_or(d.harddrop),
                         adaptive: self.adaptive.unwrap_or(d.adaptive),
                         gentle: self.gentle.unwrap_or(d.gentle),
+                        ns3: self.ns3.unwrap_or(d.ns3),
                     },
                 )
             }
@@ -225,6 +228,7 @@ impl QueueJson {
                         ecn_prob: self.ecn_prob.unwrap_or(d.ecn_prob),
                         bytemode: self.bytemode.unwrap_or(d.bytemode),
                         dq_rate_estimator: self.dq_rate_estimator.unwrap_or(d.dq_rate_estimator),
+                        ns3: self.ns3.unwrap_or(d.ns3),
                         mtu_bytes: self.mtu_bytes.unwrap_or(d.mtu_bytes),
                     },
                 )
@@ -262,13 +266,13 @@ pub fn discipline_defaults(discipline: &str) -> Option<Map<String, Value>> {
             let d = RedParams::default();
             json!({"min": d.min, "max": d.max, "avpkt_bytes": d.avpkt_bytes, "burst_pkts": d.burst_pkts,
                    "probability": d.probability, "bandwidth_bps": d.bandwidth_bps, "ecn": d.ecn,
-                   "harddrop": d.harddrop, "adaptive": d.adaptive, "gentle": d.gentle})
+                   "harddrop": d.harddrop, "adaptive": d.adaptive, "gentle": d.gentle, "ns3": d.ns3})
         }
         "pie" => {
             let d = PieParams::default();
             json!({"target_ns": d.target.nanos(), "tupdate_ns": d.tupdate.nanos(), "alpha": d.alpha, "beta": d.beta,
                    "max_burst_ns": d.max_burst.nanos(), "ecn": d.ecn, "ecn_prob": d.ecn_prob, "bytemode": d.bytemode,
-                   "dq_rate_estimator": d.dq_rate_estimator, "mtu_bytes": d.mtu_bytes})
+                   "dq_rate_estimator": d.dq_rate_estimator, "mtu_bytes": d.mtu_bytes, "ns3": d.ns3})
         }
         _ => return None,
     };

@@ -149,6 +149,9 @@ CATALOGUE: dict[str, Discipline] = {d.name: d for d in (
                    Param("gentle", "gentle", "bool", False,
                          "from max to 2 max, raise the probability to 1 instead of dropping everything",
                          "Floyd 2000"),
+                   Param("ns3", "ns3", "bool", False,
+                         "decide as ns-3's RedQueueDisc does (its count and wait rule, idle decay), not Linux's",
+                         "ns-3 3.44 `RedQueueDisc` (docs/simulation.md)"),
                )),
     Discipline("pie", "drops (or marks) arrivals with a probability steered by a controller on the queueing delay",
                1000, "Linux `sch_pie`", (
@@ -170,6 +173,9 @@ CATALOGUE: dict[str, Discipline] = {d.name: d for d in (
                    Param("dq_rate_estimator", "dq_rate_estimator", "bool", False,
                          "estimate the delay from the departure rate instead of per-packet timestamps",
                          "Linux `sch_pie`, RFC 8033"),
+                   Param("ns3", "ns3", "bool", False,
+                         "decide as ns-3's PieQueueDisc does (burst allowance, update, no derandomisation), "
+                         "not Linux's", "ns-3 3.44 `PieQueueDisc` (docs/simulation.md)"),
                    _mtu("Linux `sch_pie` (no early drop below two frames)"),
                )),
 )}

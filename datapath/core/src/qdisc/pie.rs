@@ -3,6 +3,12 @@
 //! packet's sojourn time (Linux's default) or the backlog over a measured departure rate
 //! (the RFC's estimator); random early drop at enqueue, derandomised, after a burst allowance.
 //!
+//! With `ns3`, it runs as ns-3's PieQueueDisc does instead (docs/simulation.md): no
+//! derandomisation, a burst allowance armed by the first arrival and re-armed only after 1.5 s
+//! of quiet, the probability held at 0 during it, decay by 2% per update, no extra step above
+//! 250 ms, updates from the queue's creation (t = 0), the low-delay exemption judged on the
+//! previous update's delay, and no early drop with 2 packets or fewer queued.
+//!
 //! The controller runs on a timer. State changes only at enqueues and dequeues, so the ticks
 //! due since the last event are run, in order, when the next one comes: the same result as a
 //! timer, with no clock in the core.
@@ -36,6 +42,8 @@ pub struct PieParams {
     pub dq_rate_estimator: bool,
     /// Bytes: below two of these queued, no early drop. Default 1514.
     pub mtu_bytes: u32,
+    /// Follow ns-3's PieQueueDisc rather than Linux's sch_pie. Default off.
+    pub ns3: bool,
 }
 
 impl Default for PieParams {
@@ -51,6 +59,7 @@ impl Default for PieParams {
             bytemode: false,
             dq_rate_estimator: false,
             mtu_bytes: 1514,
+            ns3: false,
         }
     }
 }
@@ -118,6 +127,40 @@ pub fn update_probability(p: &PieParams, prob: f64, qdelay: Duration, qdelay_old
     next
 }
 
+/// ns-3 PIE's burst allowance: armed by an arrival with none armed, spent by the updates, and
+/// re-armed only after this many quiet updates in a row once spent.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BurstState {
+    NoBurst,
+    Protecting,
+    /// Quiet updates in a row since the allowance ran out.
+    InBurst(u64),
+}
+const NS3_QUIET_FOR: Duration = Duration(1_500_000_000);
+
+/// One ns-3 update (PieQueueDisc::CalculateP): the probability is 0 while a burst allowance is
+/// left; otherwise the same steps as Linux's without the high-delay term, and a 2% decay
+/// whenever the delay was zero twice.
+pub fn update_probability_ns3(p: &PieParams, prob: f64, qdelay: Duration, qdelay_old: Duration, burst_left: Duration) -> f64 {
+    if burst_left.nanos() > 0 {
+        return 0.0;
+    }
+    let secs = |d: Duration| d.nanos() as f64 * 1e-9;
+    let divisor = [(1e-6, 2048.0), (1e-5, 512.0), (1e-4, 128.0), (1e-3, 32.0), (1e-2, 8.0), (0.1, 2.0)]
+        .iter()
+        .find(|(below, _)| prob < *below)
+        .map_or(1.0, |(_, d)| *d);
+    let mut delta = (p.alpha * (secs(qdelay) - secs(p.target)) + p.beta * (secs(qdelay) - secs(qdelay_old))) / divisor;
+    if delta > 0.02 && prob >= 0.1 {
+        delta = 0.02;
+    }
+    let mut next = prob + delta;
+    if qdelay.nanos() == 0 && qdelay_old.nanos() == 0 {
+        next *= 0.98;
+    }
+    next.clamp(0.0, 1.0)
+}
+
 /// The controller's state (Linux's pie_vars).
 #[derive(Clone, Debug)]
 pub struct PieVars {
@@ -134,6 +177,8 @@ pub struct PieVars {
     dq_count: Option<u64>,
     /// Rate mode: bytes per ns, 0 before the first measurement.
     pub avg_dq_rate: f64,
+    /// ns-3 only.
+    pub burst_state: BurstState,
 }
 
 impl PieVars {
@@ -147,6 +192,7 @@ impl PieVars {
             dq_tstamp: None,
             dq_count: None,
             avg_dq_rate: 0.0,
+            burst_state: BurstState::NoBurst,
         }
     }
     /// A new measurement cycle (Linux's pie_vars_init): the probability stays as it is.
@@ -168,15 +214,19 @@ pub struct Pie {
 
 impl Pie {
     pub fn new(limit: Limit, p: PieParams) -> Self {
-        Pie { v: PieVars::new(p.max_burst), p, next_update: None, fifo: Fifo::new(limit, Overflow::Tail) }
+        // ns-3 starts with no allowance: the first arrival arms it.
+        let burst = if p.ns3 { Duration::ZERO } else { p.max_burst };
+        Pie { v: PieVars::new(burst), p, next_update: None, fifo: Fifo::new(limit, Overflow::Tail) }
     }
     pub fn vars(&self) -> &PieVars {
         &self.v
     }
 
-    /// Runs every controller update due by `now` (the first one tupdate after the first packet).
+    /// Runs every controller update due by `now` (the first one tupdate after the first packet;
+    /// with ns3, at the queue's creation, t = 0, then every tupdate).
     fn catch_up(&mut self, now: Instant) {
-        let mut t = *self.next_update.get_or_insert(now + self.p.tupdate);
+        let first = if self.p.ns3 { Instant::ZERO } else { now + self.p.tupdate };
+        let mut t = *self.next_update.get_or_insert(first);
         while t <= now {
             self.tick();
             t += self.p.tupdate;
@@ -185,6 +235,9 @@ impl Pie {
     }
 
     fn tick(&mut self) {
+        if self.p.ns3 {
+            return self.tick_ns3();
+        }
         let (p, v, backlog) = (&self.p, &mut self.v, self.fifo.bytes());
         let (qdelay, qdelay_old) = if p.dq_rate_estimator {
             v.qdelay_old = v.qdelay;
@@ -203,9 +256,60 @@ impl Pie {
         }
     }
 
+    fn tick_ns3(&mut self) {
+        let (p, v) = (&self.p, &mut self.v);
+        let qdelay = if p.dq_rate_estimator {
+            if v.avg_dq_rate > 0.0 { Duration((self.fifo.bytes() as f64 / v.avg_dq_rate) as u64) } else { Duration::ZERO }
+        } else {
+            v.qdelay
+        };
+        v.prob = update_probability_ns3(p, v.prob, qdelay, v.qdelay_old, v.burst_left);
+        v.burst_left = Duration(v.burst_left.nanos().saturating_sub(p.tupdate.nanos()));
+        let quiet = qdelay < p.target / 2 && v.qdelay_old < p.target / 2 && v.prob == 0.0 && v.burst_left.nanos() == 0;
+        if p.dq_rate_estimator && quiet {
+            v.dq_count = None;
+            v.avg_dq_rate = 0.0;
+        }
+        let quiet_for = NS3_QUIET_FOR.nanos() / p.tupdate.nanos();
+        v.burst_state = match v.burst_state {
+            BurstState::Protecting if quiet => BurstState::InBurst(0),
+            BurstState::InBurst(n) if quiet && n + 1 > quiet_for => BurstState::NoBurst,
+            BurstState::InBurst(n) if quiet => BurstState::InBurst(n + 1),
+            BurstState::InBurst(_) => BurstState::InBurst(0),
+            other => other,
+        };
+        v.qdelay = qdelay;
+        v.qdelay_old = qdelay;
+    }
+
+    /// ns-3's early drop (PieQueueDisc::DropEarly): `queued` packets, `backlog` bytes.
+    fn drop_early_ns3(&mut self, queued: usize, backlog: usize, len: usize, rng: &mut Rng) -> bool {
+        let (p, v) = (&self.p, &mut self.v);
+        if v.burst_left.nanos() > 0 {
+            return false;
+        }
+        if v.burst_state == BurstState::NoBurst {
+            v.burst_state = BurstState::Protecting;
+            v.burst_left = p.max_burst;
+        }
+        // Byte mode (ns-3's: a byte limit) scales by size over its mean packet, as avpkt.
+        let local = if p.bytemode { v.prob * len as f64 / p.mtu_bytes as f64 } else { v.prob };
+        if v.qdelay_old < p.target / 2 && v.prob < 0.2 {
+            return false;
+        }
+        let few = if p.bytemode { backlog <= 2 * p.mtu_bytes as usize } else { queued <= 2 };
+        if few {
+            return false;
+        }
+        rng.next_f64() <= local
+    }
+
     /// Random early drop (RFC 8033 4.1 and 5.4) of a packet of `len` bytes arriving to
     /// `backlog` bytes queued.
     fn drop_early(&mut self, backlog: usize, len: usize, rng: &mut Rng) -> bool {
+        if self.p.ns3 {
+            return self.drop_early_ns3(self.fifo.len(), backlog, len, rng);
+        }
         let (p, v) = (&self.p, &mut self.v);
         if v.burst_left.nanos() > 0 {
             return false;
@@ -232,9 +336,19 @@ impl Pie {
         false
     }
 
+    /// Whether the probability is low enough to mark rather than drop (ns-3: strictly below).
+    fn mark_below(&self, prob: f64) -> bool {
+        if self.p.ns3 { prob < self.p.ecn_prob } else { prob <= self.p.ecn_prob }
+    }
+
     fn on_dequeue(&mut self, now: Instant, pkt: &Packet) {
         let (p, v, backlog) = (&self.p, &mut self.v, self.fifo.bytes());
         let elapsed;
+        if p.ns3 && !p.dq_rate_estimator {
+            // ns-3 records the delay only; the allowance is spent by the updates.
+            v.qdelay = if backlog == 0 { Duration::ZERO } else { now.saturating_since(pkt.enqueued_at) };
+            return;
+        }
         if !p.dq_rate_estimator {
             v.qdelay = if backlog == 0 { Duration::ZERO } else { now.saturating_since(pkt.enqueued_at) };
             elapsed = v.dq_tstamp.map_or(Duration::ZERO, |t| now.saturating_since(t));
@@ -259,7 +373,8 @@ impl Pie {
                 return;
             }
             let rate = *count as f64 / elapsed.nanos() as f64;
-            v.avg_dq_rate = if v.avg_dq_rate == 0.0 { rate } else { v.avg_dq_rate * 7.0 / 8.0 + rate / 8.0 };
+            let keep = if p.ns3 { 0.5 } else { 7.0 / 8.0 }; // ns-3 averages half and half
+            v.avg_dq_rate = if v.avg_dq_rate == 0.0 { rate } else { v.avg_dq_rate * keep + rate * (1.0 - keep) };
             if (backlog as u64) < DQ_THRESHOLD_BYTES {
                 v.dq_count = None; // too little queued to measure again; keep the last rate
             } else {
@@ -278,7 +393,7 @@ impl QueueDisc for Pie {
             Some(DropReason::QueueFull)
         } else if !self.drop_early(self.fifo.bytes(), pkt.len(), rng) {
             None
-        } else if self.p.ecn && self.v.prob <= self.p.ecn_prob && out.try_mark(&mut pkt, MarkReason::Pie) {
+        } else if self.p.ecn && self.mark_below(self.v.prob) && out.try_mark(&mut pkt, MarkReason::Pie) {
             None
         } else {
             Some(DropReason::PieEarly)

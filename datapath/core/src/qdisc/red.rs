@@ -6,6 +6,13 @@
 //! (Floyd 2000; ns-3's default; Linux has no gentle mode). Adaptive RED (Floyd, Gummadi and
 //! Shenker 2001) tunes `probability` every 500 ms to keep the average between the thresholds.
 //!
+//! With `ns3`, arrivals are judged as ns-3's RedQueueDisc does instead (docs/simulation.md):
+//! after an idle period the average decays by (1-w)^(m+1) for the m whole packets the link could
+//! have sent, and still takes in the queue; the count restarts at 1 on the first arrival above
+//! `min` (or with no more than one packet queued, none counts), and each arrival is dropped with
+//! ns-3's "wait" probability p_b / (2 - count·p_b), 0 below count·p_b = 1: drops come 1/p_b to
+//! 2/p_b arrivals apart, where Linux spaces them over 1 to 1/p_b.
+//!
 //! Byte mode (a byte limit, as Linux) measures the queue in bytes; packet mode (a packet limit,
 //! as the original paper and ns-3) in packets. Thresholds are in the limit's unit.
 
@@ -38,6 +45,8 @@ pub struct RedParams {
     pub adaptive: bool,
     /// Gentle RED: between max and 2·max the probability rises from max_p to 1. Default off.
     pub gentle: bool,
+    /// Judge as ns-3's RedQueueDisc rather than Linux's sch_red. Default off.
+    pub ns3: bool,
 }
 
 impl Default for RedParams {
@@ -53,6 +62,7 @@ impl Default for RedParams {
             harddrop: false,
             adaptive: false,
             gentle: false,
+            ns3: false,
         }
     }
 }
@@ -153,6 +163,10 @@ pub struct Red {
     max_p: f64,
     next_adapt: Option<Instant>,
     fifo: Fifo,
+    /// ns-3: whether the last arrival found the average above min (its "old"), and the bytes
+    /// counted with `count` (its byte mode).
+    above: bool,
+    count_bytes: u64,
 }
 
 enum Verdict {
@@ -175,6 +189,8 @@ impl Red {
             max_p: p.probability,
             next_adapt: None,
             fifo: Fifo::new(limit, Overflow::Tail),
+            above: false,
+            count_bytes: 0,
             p,
         }
     }
@@ -239,6 +255,47 @@ impl Red {
         }
     }
 
+    /// ns-3's decision (RedQueueDisc::DoEnqueue and DropEarly) for a packet of `len` bytes
+    /// arriving to a queue of `q0` (the limit's unit); the average is already updated.
+    fn judge_ns3(&mut self, q0: f64, len: usize, rng: &mut Rng) -> Verdict {
+        let (min, max) = (self.r.min, self.r.max);
+        let bytes = matches!(self.limit, Limit::Bytes(_));
+        self.count += 1;
+        self.count_bytes += len as u64;
+        if !(self.avg >= min && q0 > 1.0) {
+            self.above = false;
+            return Verdict::Pass;
+        }
+        let ceiling = if self.p.gentle { 2.0 * max } else { max };
+        if self.avg >= ceiling {
+            return Verdict::Forced; // the count carries on
+        }
+        if !self.above {
+            self.above = true;
+            self.count = 1;
+            self.count_bytes = len as u64;
+            return Verdict::Pass;
+        }
+        let p_b = self.p_b(self.avg).min(1.0);
+        let counted = if bytes { (self.count_bytes / self.p.avpkt_bytes as u64) as f64 } else { self.count as f64 };
+        let mut p_a = if counted * p_b < 1.0 {
+            0.0
+        } else if counted * p_b < 2.0 {
+            p_b / (2.0 - counted * p_b)
+        } else {
+            1.0
+        };
+        if bytes && p_a < 1.0 {
+            p_a *= len as f64 / self.p.avpkt_bytes as f64;
+        }
+        if rng.next_f64() <= p_a {
+            self.count = 0;
+            self.count_bytes = 0;
+            return Verdict::Early;
+        }
+        Verdict::Pass
+    }
+
     fn judge(&mut self, rng: &mut Rng) -> Verdict {
         let (min, max) = (self.r.min, self.r.max);
         let ceiling = if self.p.gentle { 2.0 * max } else { max };
@@ -270,14 +327,26 @@ impl QueueDisc for Red {
     fn enqueue(&mut self, now: Instant, mut pkt: Packet, rng: &mut Rng, out: &mut Verdicts) {
         self.adapt(now);
         // The average of the queue this packet finds, before it joins.
-        self.avg = if self.idle_since.is_some() {
+        let q0 = self.backlog();
+        self.avg = if self.p.ns3 {
+            // ns-3: the whole packets the link could have sent while idle, plus this arrival's.
+            let m = match self.idle_since.take() {
+                Some(since) => {
+                    let per_s = self.p.bandwidth_bps as f64 / (8.0 * self.p.avpkt_bytes as f64);
+                    (now.saturating_since(since).nanos() as f64 * 1e-9 * per_s).floor()
+                }
+                None => 0.0,
+            };
+            self.avg * (1.0 - self.w).powf(m + 1.0) + self.w * q0
+        } else if self.idle_since.is_some() {
             let decayed = self.idle_avg(now);
             self.idle_since = None;
             decayed
         } else {
-            self.avg + self.w * (self.backlog() - self.avg)
+            self.avg + self.w * (q0 - self.avg)
         };
-        let (reason, mark) = match self.judge(rng) {
+        let verdict = if self.p.ns3 { self.judge_ns3(q0, pkt.len(), rng) } else { self.judge(rng) };
+        let (reason, mark) = match verdict {
             Verdict::Pass => (None, None),
             Verdict::Early => (Some(DropReason::RedEarly), Some(MarkReason::RedEarly)),
             Verdict::Forced if self.p.harddrop => (Some(DropReason::RedForced), None),
@@ -296,8 +365,9 @@ impl QueueDisc for Red {
     fn dequeue(&mut self, now: Instant, _rng: &mut Rng, _out: &mut Verdicts) -> Option<Packet> {
         self.adapt(now);
         let pkt = self.fifo.pop();
-        if pkt.is_none() && self.idle_since.is_none() {
-            self.idle_since = Some(now); // asked for a packet and had none: the idle period starts
+        // Asked for a packet and had none: the idle period starts (ns-3: every such ask restarts it).
+        if pkt.is_none() && (self.idle_since.is_none() || self.p.ns3) {
+            self.idle_since = Some(now);
         }
         pkt
     }

@@ -83,6 +83,9 @@ def _aqm_needs(queue: QueueSpec, rate_bps: int | None, which: str) -> list[Kerne
     def refuse(key: str, why_not: str, fix: str = "") -> None:
         refusals.append(KernelNeed(f"{field}.{key}" if key else field, what, None, why_not, fix))
 
+    if params.get("ns3"):
+        refuse("ns3", f"Linux {qdisc} decides as Linux does, not as ns-3", 'drop ns3 or use backend = "userspace"')
+
     if qdisc == "red":
         if queue.bytes is None:
             refuse("", "Linux red counts bytes and this queue is limited in packets",

@@ -42,7 +42,7 @@ def test_the_datapath_config_holds_every_parameter_resolved():
     assert config["queue"] == {"discipline": "red", "packets": 1000, "bytes": None, "min": 83, "max": 250,
                                "avpkt_bytes": 1000, "burst_pkts": 138, "probability": 0.02,
                                "bandwidth_bps": 20_000_000, "ecn": False, "harddrop": False, "adaptive": False,
-                               "gentle": False}
+                               "gentle": False, "ns3": False}
     for name, discipline in CATALOGUE.items():
         queue = direction_config(DirectionSpec(queue=QueueSpec(name)), seed=1)["queue"]
         assert set(queue) == {"discipline", "packets", "bytes", *(p.config for p in discipline.params)}

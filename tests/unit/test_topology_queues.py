@@ -153,14 +153,14 @@ def test_queue_params_do_not_break_hashing():
 
 def test_resolved_codel_fq_codel_and_pie_are_the_defaults_under_what_was_set():
     assert queue_of({"discipline": "codel", "ecn": True}).resolved(None) == {
-        "target_ns": 5_000_000, "interval_ns": 100_000_000, "ecn": True, "mtu_bytes": 1514}
+        "target_ns": 5_000_000, "interval_ns": 100_000_000, "ecn": True, "coarse_time": False, "mtu_bytes": 1514}
     assert queue_of({"discipline": "fq_codel"}).resolved(None) == {
-        "target_ns": 5_000_000, "interval_ns": 100_000_000, "ecn": True, "flows": 1024, "quantum_bytes": 1514,
+        "target_ns": 5_000_000, "interval_ns": 100_000_000, "ecn": True, "coarse_time": False, "flows": 1024, "quantum_bytes": 1514,
         "memory_limit_bytes": 32 * 2**20, "drop_batch": 64, "mtu_bytes": 1514}
     assert queue_of({"discipline": "pie"}).resolved(None) == {
         "target_ns": 15_000_000, "tupdate_ns": 15_000_000, "alpha": 0.125, "beta": 1.25,
         "max_burst_ns": 150_000_000, "ecn": False, "ecn_prob": 0.1, "bytemode": False, "dq_rate_estimator": False,
-        "mtu_bytes": 1514}
+        "ns3": False, "mtu_bytes": 1514}
     assert queue_of({"discipline": "droptail"}).resolved(None) == {}
 
 
@@ -168,7 +168,8 @@ def test_resolved_red_in_packets_uses_tcs_formulas():
     # max = 1000 / 4 = 250, min = 250 / 3 = 83, burst = (2 * 83 + 250) / 3 = 138 (avpkt cancels out)
     assert queue_of({"discipline": "red"}).resolved(20_000_000) == {
         "min": 83, "max": 250, "avpkt_bytes": 1000, "burst_pkts": 138, "probability": 0.02,
-        "bandwidth_bps": 20_000_000, "ecn": False, "harddrop": False, "adaptive": False, "gentle": False}
+        "bandwidth_bps": 20_000_000, "ecn": False, "harddrop": False, "adaptive": False, "gentle": False,
+        "ns3": False}
 
 
 def test_resolved_red_in_bytes_uses_tcs_formulas():

@@ -123,6 +123,7 @@ pub struct QueueJson {
     bytemode: Option<bool>,
     dq_rate_estimator: Option<bool>,
     ns3: Option<bool>,
+    coarse_time: Option<bool>,
 }
 
 impl QueueJson {
@@ -161,6 +162,7 @@ impl QueueJson {
             ("bytemode", self.bytemode.is_some()),
             ("dq_rate_estimator", self.dq_rate_estimator.is_some()),
             ("ns3", self.ns3.is_some()),
+            ("coarse_time", self.coarse_time.is_some()),
         ]
         .into_iter()
         .filter_map(|(k, set)| set.then_some(k))
@@ -177,6 +179,7 @@ impl QueueJson {
             interval: self.interval_ns.map_or(d.interval, Duration),
             ecn: self.ecn.unwrap_or(d.ecn),
             mtu_bytes: self.mtu_bytes.unwrap_or(d.mtu_bytes),
+            coarse_time: self.coarse_time.unwrap_or(d.coarse_time),
         };
         let q = match self.discipline.as_str() {
             "droptail" => QueueConfig::DropTail(limit),
@@ -249,7 +252,8 @@ pub const DISCIPLINES: [&str; 6] = ["droptail", "drophead", "codel", "fq_codel",
 /// `bloatlab-link --describe`.
 pub fn discipline_defaults(discipline: &str) -> Option<Map<String, Value>> {
     let codel = |p: &CodelParams| {
-        json!({"target_ns": p.target.nanos(), "interval_ns": p.interval.nanos(), "ecn": p.ecn, "mtu_bytes": p.mtu_bytes})
+        json!({"target_ns": p.target.nanos(), "interval_ns": p.interval.nanos(), "ecn": p.ecn, "mtu_bytes": p.mtu_bytes,
+               "coarse_time": p.coarse_time})
     };
     let value = match discipline {
         "droptail" | "drophead" => json!({}),

@@ -93,6 +93,9 @@ def _mtu(source: str) -> Param:
 
 _INTERVAL = Param("interval", "interval_ns", "duration", 100 * MS,
                   "the window over which the least sojourn time must stay above target", "RFC 8289, Linux")
+_COARSE_TIME = Param("coarse_time", "coarse_time", "bool", False,
+                     "count time in 1024-ns units, as Linux's and ns-3's CoDel do, rather than exact nanoseconds",
+                     "Linux `codel_time_t`, ns-3 `CoDelQueueDisc`")
 
 CATALOGUE: dict[str, Discipline] = {d.name: d for d in (
     Discipline("droptail", "first in, first out; a packet that does not fit is dropped on arrival",
@@ -104,6 +107,7 @@ CATALOGUE: dict[str, Discipline] = {d.name: d for d in (
                    _target(5, "RFC 8289, Linux `sch_codel`"),
                    _INTERVAL,
                    _ecn(False, "Linux `sch_codel`"),
+                   _COARSE_TIME,
                    _mtu("Linux `sch_codel` (the MTU-plus-header rule)"),
                )),
     Discipline("fq_codel", "hashes flows into separate queues served round-robin, each with its own CoDel",
@@ -111,6 +115,7 @@ CATALOGUE: dict[str, Discipline] = {d.name: d for d in (
                    _target(5, "RFC 8290, Linux"),
                    _INTERVAL,
                    _ecn(True, "RFC 8290, Linux"),
+                   _COARSE_TIME,
                    Param("flows", "flows", "count", 1024, "how many queues flows are hashed into",
                          "RFC 8290, Linux", low=1, high=65536),
                    Param("quantum", "quantum_bytes", "size", MTU_FRAME_BYTES,

@@ -20,13 +20,25 @@ pub struct CodelParams {
     /// Bytes: with at most this much left queued, never drop (Linux: the device MTU plus the
     /// link-layer header, 1514 on Ethernet).
     pub mtu_bytes: u32,
+    /// Count time in units of 1024 ns, as Linux's codel_time_t and ns-3's CoDelQueueDisc do
+    /// (now, sojourn, target, interval and drop times all truncated to it). Default off: exact ns.
+    pub coarse_time: bool,
 }
 
 impl Default for CodelParams {
     fn default() -> Self {
-        CodelParams { target: Duration::from_millis(5), interval: Duration::from_millis(100), ecn: false, mtu_bytes: 1514 }
+        CodelParams {
+            target: Duration::from_millis(5),
+            interval: Duration::from_millis(100),
+            ecn: false,
+            mtu_bytes: 1514,
+            coarse_time: false,
+        }
     }
 }
+
+/// The 1024-ns unit's shift (Linux's CODEL_SHIFT).
+const COARSE_SHIFT: u32 = 10;
 
 impl CodelParams {
     pub fn validate(&self) -> Result<(), String> {
@@ -103,7 +115,8 @@ pub fn control_law(t: Instant, interval: Duration, rec_inv_sqrt: u16) -> Instant
 /// Has the sojourn time been at or above target for a whole interval? Sets `ldelay` and
 /// starts or stops the interval timer. `backlog_after` is the queue's bytes once `pkt` is out.
 fn should_drop(v: &mut CodelVars, p: &CodelParams, now: Instant, pkt: &Packet, backlog_after: usize) -> bool {
-    v.ldelay = now.saturating_since(pkt.enqueued_at);
+    let enqueued = if p.coarse_time { Instant(pkt.enqueued_at.nanos() >> COARSE_SHIFT) } else { pkt.enqueued_at };
+    v.ldelay = now.saturating_since(enqueued);
     if v.ldelay < p.target || backlog_after <= p.mtu_bytes as usize {
         // Below target (or too little queued to matter): stay below for an interval before acting.
         v.first_above_time = None;
@@ -122,6 +135,25 @@ fn should_drop(v: &mut CodelVars, p: &CodelParams, now: Instant, pkt: &Packet, b
 /// CoDel's dequeue over a queue that `pop` takes from (it returns the head and the bytes
 /// left behind). Drops go to `out`; the packet to send comes back.
 pub fn codel_dequeue(
+    v: &mut CodelVars,
+    p: &CodelParams,
+    now: Instant,
+    pop: &mut impl FnMut() -> Option<(Packet, usize)>,
+    out: &mut Verdicts,
+) -> Option<Packet> {
+    if p.coarse_time {
+        // Every time the state holds is then in 1024-ns units, as the parameters here.
+        let units = CodelParams {
+            target: Duration(p.target.nanos() >> COARSE_SHIFT),
+            interval: Duration(p.interval.nanos() >> COARSE_SHIFT),
+            ..p.clone()
+        };
+        return codel_dequeue_in(v, &units, Instant(now.nanos() >> COARSE_SHIFT), pop, out);
+    }
+    codel_dequeue_in(v, p, now, pop, out)
+}
+
+fn codel_dequeue_in(
     v: &mut CodelVars,
     p: &CodelParams,
     now: Instant,

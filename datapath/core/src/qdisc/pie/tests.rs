@@ -192,3 +192,36 @@ fn bad_parameters_name_the_field() {
     assert!(PieParams { ecn_prob: 1.5, ..Default::default() }.validate().unwrap_err().starts_with("ecn_prob"));
     assert!(PieParams { tupdate: Duration::ZERO, ..Default::default() }.validate().unwrap_err().starts_with("tupdate"));
 }
+
+#[test]
+fn ns3_update_holds_zero_during_the_allowance_and_decays_by_two_percent() {
+    let p = PieParams { ns3: true, ..Default::default() };
+    assert_eq!(update_probability_ns3(&p, 0.3, d(40), d(40), d(30)), 0.0, "an allowance left: 0");
+    // Same steps as Linux below 250 ms...
+    assert_eq!(update_probability_ns3(&p, 0.05, d(25), d(25), Duration::ZERO), update_probability(&p, 0.05, d(25), d(25), true));
+    // ...no extra 2% above it, and a zero delay twice decays by 2% whatever is queued.
+    assert!((update_probability_ns3(&p, 0.5, d(300), d(300), Duration::ZERO) - 0.52).abs() < 1e-12);
+    let want = (0.64 - 0.125 * 0.015) * 0.98;
+    assert!((update_probability_ns3(&p, 0.64, d(0), d(0), Duration::ZERO) - want).abs() < 1e-12);
+}
+
+#[test]
+fn ns3_allowance_is_armed_by_the_first_arrival_and_spent_by_the_updates() {
+    let mut pie = Pie::new(Limit::Packets(1000), PieParams { ns3: true, ..Default::default() });
+    assert_eq!(pie.vars().burst_left, Duration::ZERO, "none at the start");
+    let mut rng = Rng::new(1);
+    let mut out = Verdicts::default();
+    let pkt = |id| Packet::new(id, vec![0; 1514]);
+    // Three queued (more than ns-3's two) and a delay well above target: only the allowance saves them.
+    for id in 0..3 {
+        pie.enqueue(Instant(id * MS), pkt(id), &mut rng, &mut out);
+    }
+    assert_eq!(pie.vars().burst_state, BurstState::Protecting);
+    assert_eq!(pie.vars().burst_left, d(150), "armed by the first arrival, spent only by updates");
+    // Updates every 15 ms from t = 0 (that one before the arrival armed it): ten more spend it.
+    pie.enqueue(Instant(149 * MS), pkt(3), &mut rng, &mut out);
+    assert_eq!(pie.vars().burst_left, d(15), "nine updates, 15 to 135 ms");
+    pie.enqueue(Instant(150 * MS), pkt(4), &mut rng, &mut out);
+    assert_eq!(pie.vars().burst_left, Duration::ZERO, "the tenth at 150 ms");
+    assert!(out.drops.is_empty());
+}

@@ -227,3 +227,40 @@ fn bad_parameters_name_the_field() {
     assert!(RedParams { probability: 0.0, ..Default::default() }.validate(l).unwrap_err().starts_with("probability"));
     assert!(RedParams { min: Some(30), max: Some(60), burst_pkts: Some(5), ..Default::default() }.validate(l).unwrap_err().starts_with("burst"));
 }
+
+#[test]
+fn ns3_waits_between_drops_as_ns3_does() {
+    // A steady queue of 30 packets between min 15 and max 45 with max_p 0.1: p_b = 0.05, so ns-3
+    // drops after a mean of about 1.5 / p_b = 30 arrivals (none before 1 / p_b = 20), where
+    // Linux's rule averages about 0.5 / p_b.
+    let mean_gap = |ns3: bool| {
+        let p = RedParams { min: Some(15), max: Some(45), probability: 0.1, burst_pkts: Some(16), ns3, ..Default::default() };
+        let mut red = Red::new(Limit::Packets(1000), p);
+        red.avg = 30.0;
+        red.w = 0.0; // hold the average where it is
+        red.idle_since = None;
+        let mut rng = Rng::new(3);
+        let mut out = Verdicts::default();
+        for id in 0..30 {
+            red.fifo.push_or_drop(Packet::new(1_000_000 + id, vec![0; 1000]), &mut out);
+        }
+        let (mut gaps, mut since, mut least) = (Vec::new(), 0u64, u64::MAX);
+        for id in 0..20_000u64 {
+            let before = out.drops.len();
+            red.enqueue(Instant(id * 1000), Packet::new(id, vec![0; 1000]), &mut rng, &mut out);
+            since += 1;
+            if out.drops.len() > before {
+                gaps.push(since as f64);
+                least = least.min(since);
+                since = 0;
+            } else {
+                red.fifo.pop(); // keep the queue at 30
+            }
+        }
+        (gaps.iter().sum::<f64>() / gaps.len() as f64, least)
+    };
+    let (ns3, least) = mean_gap(true);
+    assert!((27.0..33.0).contains(&ns3) && least >= 20, "ns-3: mean {ns3}, least {least}");
+    let (linux, _) = mean_gap(false);
+    assert!((8.0..13.0).contains(&linux), "Linux: mean {linux}");
+}

@@ -1,4 +1,4 @@
-"""The ns-3 driver: bloatlab's C++ scenario runner (driver/bloatlab_ns3.cc), compiled once
+"""The ns-3 driver: bloatlab's C++ scenario runner (cxx/bloatlab_ns3.cc), compiled once
 against the headers and libraries of the `ns3` wheel (the `sim` extra) and cached.
 
 The wheel's Python bindings are never imported: they take some 20 s and 650 MB to load, where
@@ -22,7 +22,7 @@ from bloatlab.errors import BloatlabError, MachineError
 
 log = logging.getLogger(__name__)
 
-SOURCE = Path(__file__).parent / "driver" / "bloatlab_ns3.cc"
+SOURCE = Path(__file__).parent / "cxx" / "bloatlab_ns3.cc"
 LIBRARIES = ("core", "network", "internet", "internet-apps", "applications", "point-to-point",
              "traffic-control", "stats", "bridge", "mobility")
 BUILD_TIMEOUT_S = 600

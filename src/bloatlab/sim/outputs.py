@@ -1,4 +1,4 @@
-"""What the ns-3 driver wrote (driver/bloatlab_ns3.cc), read into the RunRecord an emulated run
+"""What the ns-3 driver wrote (cxx/bloatlab_ns3.cc), read into the RunRecord an emulated run
 fills: the same series, flows and queue numbers, so the results layer writes both alike.
 
 Times are seconds since the simulation's start, which is the run's t0.

@@ -1,4 +1,4 @@
-"""An experiment as the ns-3 driver reads it (driver/bloatlab_ns3.cc): one statement per line,
+"""An experiment as the ns-3 driver reads it (cxx/bloatlab_ns3.cc): one statement per line,
 a verb, words, then key=value options. What ns-3 cannot model here is refused first, with a
 one-line error naming the spec's field.
 

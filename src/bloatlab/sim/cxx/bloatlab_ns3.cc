@@ -41,6 +41,22 @@ Fail(const std::string& msg)
     std::exit(2);
 }
 
+// One direction's options of a `link` statement: those prefixed f. (forward) or r. (reverse).
+Statement
+DirectionOf(const Statement& link, const std::string& prefix)
+{
+    Statement d;
+    d.verb = "direction";
+    for (auto& [k, v] : link.opts)
+    {
+        if (k.rfind(prefix, 0) == 0)
+        {
+            d.opts[k.substr(prefix.size())] = v;
+        }
+    }
+    return d;
+}
+
 // A trace source of `o`, which must exist: a renamed one in a later ns-3 fails loudly.
 void
 Connect(Ptr<Object> o, const std::string& trace, const CallbackBase& cb)
@@ -980,66 +996,36 @@ main(int argc, char* argv[])
             PointToPointHelper p2p;
             p2p.SetQueue("ns3::DropTailQueue", "MaxSize", StringValue("1p"));
             NetDeviceContainer devs = p2p.Install(pair);
+            Ptr<PointToPointChannel> ch = DynamicCast<PointToPointChannel>(devs.Get(0)->GetChannel());
+            ch->SetAttribute("Delay", TimeValue(NanoSeconds(s.U64("delay_ns")))); // one delay both ways
             for (int i = 0; i < 2; i++)
             {
-                std::string p = i == 0 ? "f." : "r.";
-                Statement d;
-                d.verb = "direction";
-                for (auto& [k, v] : s.opts)
-                {
-                    if (k.rfind(p, 0) == 0)
-                    {
-                        d.opts[k.substr(2)] = v;
-                    }
-                }
+                Statement d = DirectionOf(s, i == 0 ? "f." : "r.");
                 Ptr<PointToPointNetDevice> dev = DynamicCast<PointToPointNetDevice>(devs.Get(i));
-                Ptr<PointToPointNetDevice> peer = DynamicCast<PointToPointNetDevice>(devs.Get(1 - i));
                 uint64_t rate = d.U64("rate_bps");
                 dev->SetDataRate(DataRate(rate ? uint64_t(rate * 1502.0 / 1514.0) : 100'000'000'000ull));
-                // One channel carries both ways with one delay: a direction's own delay is added
-                // at the far end, before the receiver sees the packet (sim/scenario.py checks
-                // that the two directions' delays can be split so).
-                (void)peer;
-                if (d.F64("loss") > 0)
+                if (d.F64("loss") > 0) // lost on arrival at the far end
                 {
                     Ptr<RateErrorModel> em = CreateObject<RateErrorModel>();
                     em->SetAttribute("ErrorRate", DoubleValue(d.F64("loss")));
                     em->SetAttribute("ErrorUnit", StringValue("ERROR_UNIT_PACKET"));
-                    peer->SetReceiveErrorModel(em);
+                    DynamicCast<PointToPointNetDevice>(devs.Get(1 - i))->SetReceiveErrorModel(em);
                 }
                 auto dir = std::make_unique<Direction>();
                 dir->name = d.Opt("name");
                 dir->device = dev;
                 dir->disc = d.Opt("discipline");
                 Connect(dev, "PhyTxEnd", MakeBoundCallback(&CountDeparture, dir.get()));
-                directions.push_back(std::move(dir));
-            }
-            Ptr<PointToPointChannel> ch = DynamicCast<PointToPointChannel>(devs.Get(0)->GetChannel());
-            ch->SetAttribute("Delay", TimeValue(NanoSeconds(s.U64("delay_ns"))));
-            // Queue discs: one per direction, each with its own attributes.
-            for (int i = 0; i < 2; i++)
-            {
-                std::string p = i == 0 ? "f." : "r.";
-                Statement d;
-                d.verb = "direction";
-                for (auto& [k, v] : s.opts)
-                {
-                    if (k.rfind(p, 0) == 0)
-                    {
-                        d.opts[k.substr(2)] = v;
-                    }
-                }
                 TrafficControlHelper tch;
-                tch.SetRootQueueDisc(QueueDiscType(d.Opt("discipline")));
-                QueueDiscContainer qd = tch.Install(devs.Get(i));
-                Direction* dir = directions[directions.size() - 2 + i].get();
-                dir->queue = qd.Get(0);
+                tch.SetRootQueueDisc(QueueDiscType(dir->disc));
+                dir->queue = tch.Install(dev).Get(0);
                 SetAttributes(dir->queue, d);
                 if (d.Has("qlog"))
                 {
                     logs.push_back(std::make_unique<QueueLog>(d.Opt("qlog"), dir->queue, dir->disc));
                     logs.back()->Attach();
                 }
+                directions.push_back(std::move(dir));
             }
             Ipv4AddressHelper ip;
             std::ostringstream base;

@@ -41,22 +41,6 @@ Fail(const std::string& msg)
     std::exit(2);
 }
 
-// One direction's options of a `link` statement: those prefixed f. (forward) or r. (reverse).
-Statement
-DirectionOf(const Statement& link, const std::string& prefix)
-{
-    Statement d;
-    d.verb = "direction";
-    for (auto& [k, v] : link.opts)
-    {
-        if (k.rfind(prefix, 0) == 0)
-        {
-            d.opts[k.substr(prefix.size())] = v;
-        }
-    }
-    return d;
-}
-
 // A trace source of `o`, which must exist: a renamed one in a later ns-3 fails loudly.
 void
 Connect(Ptr<Object> o, const std::string& trace, const CallbackBase& cb)
@@ -99,6 +83,22 @@ struct Statement
         return std::stod(Opt(key));
     }
 };
+
+// One direction's options of a `link` statement: those prefixed f. (forward) or r. (reverse).
+Statement
+DirectionOf(const Statement& link, const std::string& prefix)
+{
+    Statement d;
+    d.verb = "direction";
+    for (auto& [k, v] : link.opts)
+    {
+        if (k.rfind(prefix, 0) == 0)
+        {
+            d.opts[k.substr(prefix.size())] = v;
+        }
+    }
+    return d;
+}
 
 std::vector<Statement>
 ReadScenario(const std::string& path)

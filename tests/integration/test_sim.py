@@ -123,3 +123,24 @@ def test_the_cores_ns3_flavours_drop_as_ns3_does(tmp_path):
             if queue.discipline == "red":
                 for reason, n in ns3.items():
                     assert abs(core.get(reason, 0) / n - 1) <= 0.02, (name, reason, core, ns3)
+
+
+def test_a_stop_signal_ends_the_simulation_and_keeps_the_run_marked_incomplete(cs244, tmp_path):
+    import signal
+    import time
+
+    out = tmp_path / "cut"
+    proc = subprocess.Popen([sys.executable, "-m", "bloatlab", "run", "--preset", "cs244", "--backend", "ns3",
+                             "--set", "duration=900s", "--out", str(out), "--quiet"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while not (out / "raw" / "ns3").exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    time.sleep(1)
+    proc.send_signal(signal.SIGTERM)
+    _, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 130, stderr
+    meta = json.loads((out / "run.json").read_text())
+    assert meta["complete"] is False and meta["incomplete_reason"] == "interrupted"
+    left = subprocess.run(["pgrep", "-f", "bloatlab-ns3 .*" + str(out)], capture_output=True, text=True).stdout
+    assert not left.strip(), left

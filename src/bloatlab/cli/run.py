@@ -23,8 +23,6 @@ if TYPE_CHECKING:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from bloatlab.analysis.summary import summary_table
-    from bloatlab.lab.run import default_out, run_experiment
 
     if (args.spec is None) == (args.preset is None):
         raise UsageError("give a spec file or --preset NAME (bloatlab presets lists them), not both")
@@ -38,9 +36,16 @@ def cmd_run(args: argparse.Namespace) -> int:
     if axes or repeat > 1 or args.resume:
         return _sweep(args, source, sets, axes, repeat)
     experiment = source.load(sets)
-    if experiment.backend != "ns3":  # a simulation builds nothing on the machine
+    from bloatlab.lab.outcome import default_out
+
+    if experiment.backend == "ns3":  # a simulation builds nothing on the machine: no root
+        from bloatlab.lab.simulate import simulate_experiment as run_experiment  # it imports the rest meanwhile
+    else:
         need_root("run")
+        from bloatlab.lab.run import run_experiment
     outcome = run_experiment(experiment, args.out or default_out(experiment), progress=not args.quiet, svg=args.svg)
+    from bloatlab.analysis.summary import summary_table
+
     label = " ".join(f"{k}={v}" for k, v in experiment.params.items()) or experiment.name
     for warning in outcome.warnings:
         print(f"warning: {warning}", file=sys.stderr)

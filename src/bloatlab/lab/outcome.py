@@ -1,5 +1,6 @@
-"""What a run hands back (Outcome), and the writing every kind of run ends with: its record into
-its files, plots and report."""
+"""What a run hands back (Outcome), where it goes by default, and the writing every kind of run
+ends with: its record into its files, plots and report. Light to import: the plotting is
+imported when a run writes (a simulated run imports it while its simulation runs)."""
 
 from __future__ import annotations
 
@@ -8,11 +9,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bloatlab.analysis.plots import plot_run
-from bloatlab.analysis.report import write_report
-from bloatlab.experiment.record import RunRecord
-from bloatlab.results.files import RunDir
-from bloatlab.results.writer import write_run
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from bloatlab.experiment.record import RunRecord
+    from bloatlab.results.files import RunDir
+    from bloatlab.specs.model import Experiment
+
+# What write_outcome uses: imported ahead by a run that has time to spare (lab.simulate).
+WRITERS = ("bloatlab.analysis.plots", "bloatlab.analysis.report", "bloatlab.results.writer")
 
 
 @dataclass
@@ -38,8 +43,18 @@ def now() -> str:
     return dt.datetime.now().astimezone().isoformat(timespec="seconds")
 
 
+def default_out(experiment: Experiment, root: Path = Path("results")) -> Path:
+    stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+    tags = "-".join(f"{k}{v}" for k, v in experiment.params.items() if k in ("maxq", "aqm", "cc"))
+    return root / "-".join(x for x in (experiment.name, tags, stamp) if x)
+
+
 def write_outcome(run_dir: RunDir, record: RunRecord, *, svg: bool = False, plots: bool = True) -> Outcome:
     """A run's record into its files, then (with `plots`) its plots and report.html."""
+    from bloatlab.analysis.plots import plot_run
+    from bloatlab.analysis.report import write_report
+    from bloatlab.results.writer import write_run
+
     summary = write_run(run_dir, record)
     outcome = Outcome(run_dir.path, summary, record.complete, record.incomplete_reason,
                       warnings=record.errors + record.warnings)

@@ -12,7 +12,6 @@ probes' tracefs instance, and still writes what was measured, marked `complete: 
 
 from __future__ import annotations
 
-import datetime as dt
 import functools
 import logging
 import secrets
@@ -31,7 +30,7 @@ from bloatlab.experiment.running import Running, pick_ports
 from bloatlab.experiment.workloads import check_congestion_controls, check_tools, running
 from bloatlab.interrupts import Interrupts
 from bloatlab.lab.executors import Executor, LocalExecutor, ParallelExecutor, RunResult, Tick
-from bloatlab.lab.outcome import Outcome, now, write_outcome
+from bloatlab.lab.outcome import Outcome, default_out, now, write_outcome
 from bloatlab.lab.simulate import simulate_experiment
 from bloatlab.sim.driver import build as build_driver
 from bloatlab.lab.sweep import Axis, SweepOutcome, run_sweep
@@ -46,12 +45,6 @@ from bloatlab.testbed.machine import machine, snapshot, tool_versions
 from bloatlab.testbed.network import DP_NODE, Network
 
 log = logging.getLogger(__name__)
-
-
-def default_out(experiment: Experiment, root: Path = Path("results")) -> Path:
-    stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
-    tags = "-".join(f"{k}{v}" for k, v in experiment.params.items() if k in ("maxq", "aqm", "cc"))
-    return root / "-".join(x for x in (experiment.name, tags, stamp) if x)
 
 
 def network_name() -> str:

@@ -10,6 +10,8 @@ It needs no root and builds nothing on the machine: two runs at once never meet.
 
 from __future__ import annotations
 
+import contextlib
+import importlib
 import sys
 import threading
 import time
@@ -17,7 +19,8 @@ from pathlib import Path
 
 from bloatlab.errors import BloatlabError
 from bloatlab.experiment.record import RunRecord
-from bloatlab.lab.outcome import Outcome, now, write_outcome
+from bloatlab.interrupts import Interrupts
+from bloatlab.lab.outcome import WRITERS, Outcome, now, write_outcome
 from bloatlab.results.files import RunDir
 from bloatlab.sim import driver, outputs
 from bloatlab.sim.scenario import check, scenario
@@ -60,8 +63,15 @@ def simulate_experiment(experiment: Experiment, out: Path, *, progress: bool | o
         print(f"simulating {exp.name}: {exp.duration_s:g} s in ns-3 {driver.ns3_version()}", file=sys.stderr,
               flush=True)
     started = time.monotonic()
+    # SIGTERM and SIGHUP stop a run as Ctrl-C does (the driver, our child, is ended and reaped);
+    # signal handlers belong to the main thread, so a sweep's side-by-side runs leave them to it.
+    main = threading.current_thread() is threading.main_thread()
     try:
-        driver.run(binary, path, run_dir.raw / "ns3", timeout_s=TIMEOUT_FACTOR * exp.duration_s + 60)
+        with Interrupts() if main else contextlib.nullcontext():
+            child = driver.start(binary, path, run_dir.raw / "ns3")
+            for module in WRITERS:  # on this core while the simulation runs on another
+                importlib.import_module(module)
+            driver.finish(child, timeout_s=TIMEOUT_FACTOR * exp.duration_s + 60)
         outputs.collect(run_dir.raw / "ns3", record)
     except KeyboardInterrupt:
         record.incomplete_reason = "interrupted"

@@ -119,10 +119,28 @@ def build(say: bool = True) -> Path:
     return out
 
 
-def run(binary: Path, scenario: Path, out_dir: Path, timeout_s: float) -> None:
-    """Simulate `scenario`, writing the driver's files into `out_dir`."""
+def start(binary: Path, scenario: Path, out_dir: Path) -> subprocess.Popen:
+    """Start simulating `scenario`; the driver writes its files into `out_dir` (see finish)."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    result = proc.run([str(binary), str(scenario), str(out_dir)], timeout_s=timeout_s, check=False)
-    if result.returncode != 0:
-        last = (result.stderr.strip().splitlines() or ["(no output)"])[-1]
+    return proc.spawn([str(binary), str(scenario), str(out_dir)], stdout=subprocess.DEVNULL,
+                      stderr=subprocess.PIPE, text=True)
+
+
+def finish(child: subprocess.Popen, timeout_s: float) -> None:
+    """Wait for the driver; a failure is a one-line error. Interrupted, it is ended and reaped."""
+    try:
+        _, stderr = child.communicate(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        proc.stop(child)
+        raise BloatlabError(f"the ns-3 simulation did not end within {timeout_s:g} s") from None
+    except BaseException:
+        proc.stop(child)
+        raise
+    if child.returncode != 0:
+        last = (stderr.strip().splitlines() or ["(no output)"])[-1]
         raise BloatlabError(f"the ns-3 simulation failed: {last}")
+
+
+def run(binary: Path, scenario: Path, out_dir: Path, timeout_s: float) -> None:
+    """Simulate `scenario` to the end, writing the driver's files into `out_dir`."""
+    finish(start(binary, scenario, out_dir), timeout_s)

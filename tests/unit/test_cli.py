@@ -185,3 +185,13 @@ def test_progress_draws_a_bar_on_a_terminal_and_plain_lines_elsewhere(monkeypatc
     assert log.getvalue() == "replay: 11 s elapsed, about 1:29 left\n"
     bar.update_fraction(0.5)  # half done after 12 s: 12 s left
     assert bar.total_s == pytest.approx(24.0)
+
+
+def test_the_command_line_starts_without_the_analysis_libraries():
+    """Every command pays for what the CLI imports before it starts: pandas and matplotlib
+    (half a second or more) come with the commands that read or draw, and Ray never unasked."""
+    code = ("import sys; import bloatlab.cli.main as m; m.build_parser(); "
+            "print(sorted({'pandas', 'matplotlib', 'numpy', 'ray'} & set(sys.modules)))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         env={**os.environ, "PYTHONPATH": str(SRC)})
+    assert out.stdout.strip() == "[]"

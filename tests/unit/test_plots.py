@@ -333,3 +333,56 @@ def test_a_ping_series_of_0_2_0_without_probes_still_draws(run_dir):
     assert warnings == []
     (line,) = figures["rtt"].axes[0].lines
     np.testing.assert_array_equal(line.get_ydata(), [20.5, 21.5])
+
+
+def _plot_recording_children(run_dir, monkeypatch, cores):
+    """plot_run with `cores` usable; the pids it forked."""
+    import os
+
+    forked = []
+    real_fork = os.fork
+
+    def fork():
+        pid = real_fork()
+        if pid:
+            forked.append(pid)
+        return pid
+
+    monkeypatch.setattr(os, "sched_getaffinity", lambda _: set(range(cores)))
+    monkeypatch.setattr(os, "fork", fork)
+    result = plot_run(run_dir)
+    return result, forked, {p: p.read_bytes() for p in result.files}
+
+
+def test_a_spare_core_draws_half_the_figures_the_same_and_is_reaped(run_dir, monkeypatch):
+    """With two cores a forked child draws every other figure: the same files, bytes and warnings,
+    in the same order, as drawing all of them here; the child is reaped."""
+    import os
+
+    (run_dir / "series" / "fetch.csv").unlink()  # a warning from the child's half
+    alone, none, alone_bytes = _plot_recording_children(run_dir, monkeypatch, cores=1)
+    assert none == [] and alone.warnings == ["fetch.png: series/fetch.csv is missing"]
+    shared, forked, shared_bytes = _plot_recording_children(run_dir, monkeypatch, cores=2)
+    assert len(forked) == 1
+    assert (shared.files, shared.warnings, shared.drawn) == (alone.files, alone.warnings, alone.drawn)
+    assert shared_bytes == alone_bytes
+    with pytest.raises(ChildProcessError):
+        os.waitpid(forked[0], os.WNOHANG)
+
+
+def test_a_child_that_fails_leaves_its_figures_to_the_parent(run_dir, monkeypatch):
+    import os
+
+    from bloatlab.analysis import plots
+
+    parent, real = os.getpid(), plots._draw_and_save
+
+    def draw(run, names, svg):
+        if os.getpid() != parent:
+            raise RuntimeError("the child breaks")
+        return real(run, names, svg)
+
+    monkeypatch.setattr(plots, "_draw_and_save", draw)
+    result, forked, drawn = _plot_recording_children(run_dir, monkeypatch, cores=2)
+    assert len(forked) == 1 and result.warnings == []
+    assert [p.stem for p in result.files] == list(FIGURES) and all(d[:8] == PNG_MAGIC for d in drawn.values())

@@ -85,3 +85,31 @@ def test_a_sweep_without_its_aggregate_still_reads(make_sweep):
     sweep = load_sweep(out)
     assert sweep.aggregate is None and sweep.aggregate_problem == "aggregate.json is missing"
     assert len(sweep.metrics()) == 4
+
+
+CELLS = ["1", "-2.5", " 3", "4 ", "", " ", "1e3", "inf", "-Infinity", "nan", "true", "FALSE", "0x10", "slow",
+         "1_0", "+7", ".5", "1.", '"8"', "9,9"]
+KEYS = ["s0->h2", "h2->s0", "", " web#1", "nano", '"a,b"']
+
+
+@pytest.mark.parametrize("seed", range(60))
+def test_the_fast_reading_gives_what_the_cell_by_cell_reading_gives(tmp_path, seed):
+    """read_series takes pandas' C parser for a plain file and reads cell by cell otherwise:
+    on any file, plain or hostile, the two give the same frame, counts and reason."""
+    from bloatlab.results.reader import read_cells, read_series
+
+    rng = np.random.default_rng(seed)
+    lines = ["t_s,link,backlog_pkts,backlog_bytes,drops" if seed % 7 else "t_s, link,backlog_pkts,backlog_bytes,drops"]
+    plain = seed % 2 == 0  # half the files hold only what the writer writes
+    for _ in range(int(rng.integers(0, 40))):
+        width = 5 if plain or rng.random() < 0.9 else int(rng.integers(0, 7))
+        cells = [str(rng.choice(KEYS[:2] if plain else KEYS)) if i == 1 else
+                 (f"{rng.random() * 100:.6f}" if plain else str(rng.choice(CELLS))) for i in range(width)]
+        lines.append(",".join(cells))
+    end = "\r\n" if seed % 3 else "\n"
+    (tmp_path / "series").mkdir()
+    (tmp_path / "series" / "queue.csv").write_text(end.join(lines) + (end if seed % 5 else ""), newline="")
+    for columns in (None, ("t_s", "backlog_pkts")):
+        fast, cells = read_series(tmp_path, "queue", columns), read_cells(tmp_path, "queue", columns)
+        assert (fast.problem, fast.skipped, fast.rows) == (cells.problem, cells.skipped, cells.rows)
+        pd.testing.assert_frame_equal(fast.frame, cells.frame)

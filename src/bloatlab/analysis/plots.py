@@ -9,10 +9,14 @@ no display, nothing to close.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
+import os
 import re
+import signal
 import textwrap
+import threading
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -41,8 +45,9 @@ Series = dict[str, np.ndarray]  # column name -> values, NaN where the cell is e
 class PlotResult:
     files: list[Path] = field(default_factory=list)  # every file written, in order
     warnings: list[str] = field(default_factory=list)  # "rtt.png: series/ping.csv has no rows"
-    # The figures drawn, by file stem: a report made right after embeds them without drawing again.
-    figures: dict[str, Figure] = field(default_factory=dict)
+    # The figures saved as plots/NAME.png, by stem in order: a report made right after embeds
+    # those files without drawing again.
+    drawn: list[str] = field(default_factory=list)
 
 
 def caption(run: Run) -> str:
@@ -54,10 +59,82 @@ def caption(run: Run) -> str:
 
 
 def plot_run(run_dir: Path, svg: bool = False) -> PlotResult:
-    """Draw every figure of the run into RUN/plots/ (PNG, and SVG too with svg=True)."""
+    """Draw every figure of the run into RUN/plots/ (PNG, and SVG too with svg=True).
+
+    With a spare core, a forked child draws every other figure meanwhile: each takes a quarter
+    second or more (layout, text, PNG), and a run's seven are most of what it does after its
+    experiment ends. Not beside other threads (a sweep's side-by-side runs), whose locks a fork
+    could copy held."""
     run = load_run(run_dir)
-    figures, warnings = build_figures(run)
-    return PlotResult(save_figures(figures, run.path / "plots", svg), warnings, figures)
+    names = list(FIGURES)
+    theirs = names[0::2] if len(os.sched_getaffinity(0)) > 1 and threading.active_count() == 1 else []
+    child = _Elsewhere(run.path, theirs, svg) if theirs else None
+    mine = {}
+    try:
+        mine = _draw_and_save(run, [n for n in names if n not in theirs], svg)
+        got = child.result() if child else {}
+    finally:
+        if child:
+            child.end()
+    mine.update({n: _draw_and_save(run, [n], svg)[n] for n in theirs if n not in got})  # the child failed
+    done = {**got, **mine}
+    result = PlotResult(drawn=names)
+    for name in names:
+        files, warnings = done[name]
+        result.files += files
+        result.warnings += warnings
+    return result
+
+
+def _draw_and_save(run: Run, names: list[str], svg: bool) -> dict[str, tuple[list[Path], list[str]]]:
+    """Each named figure drawn and saved: its files and its warnings."""
+    out = {}
+    for name in names:
+        warnings: list[str] = []
+        fig = FIGURES[name](run, lambda message, name=name: warnings.append(f"{name}.png: {message}"))
+        out[name] = (save_figures({name: fig}, run.path / "plots", svg), warnings)
+    return out
+
+
+class _Elsewhere:
+    """Figures drawn and saved by a forked child, which hands back their files and warnings as
+    JSON through a pipe. A child that fails hands back nothing, and its figures are drawn here."""
+
+    def __init__(self, run_dir: Path, names: list[str], svg: bool):
+        read, write = os.pipe()
+        self.pid = os.fork()
+        if self.pid == 0:  # the child: its own exit, never the parent's cleanup
+            status = 1
+            try:
+                os.close(read)
+                signal.signal(signal.SIGINT, signal.SIG_DFL)
+                signal.signal(signal.SIGTERM, signal.SIG_DFL)
+                done = _draw_and_save(load_run(run_dir), names, svg)
+                with os.fdopen(write, "w") as pipe:
+                    json.dump({n: ([str(f) for f in files], w) for n, (files, w) in done.items()}, pipe)
+                status = 0
+            finally:
+                os._exit(status)
+        os.close(write)
+        self.pipe = os.fdopen(read)
+
+    def result(self) -> dict[str, tuple[list[Path], list[str]]]:
+        text = self.pipe.read()
+        _, status = os.waitpid(self.pid, 0)
+        self.pid = 0
+        try:
+            doc = json.loads(text) if status == 0 else {}
+        except ValueError:
+            doc = {}
+        return {n: ([Path(f) for f in files], warnings) for n, (files, warnings) in doc.items()}
+
+    def end(self) -> None:
+        self.pipe.close()
+        if self.pid:  # interrupted before its result: ended and reaped
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.pid, signal.SIGKILL)
+            os.waitpid(self.pid, 0)
+            self.pid = 0
 
 
 def save_figures(figures: dict[str, Figure], out: Path, svg: bool) -> list[Path]:
@@ -80,9 +157,7 @@ def build_figures(run_dir: Path | Run) -> tuple[dict[str, Figure], list[str]]:
     run = run_dir if isinstance(run_dir, Run) else load_run(run_dir)
     warnings: list[str] = []
     figures = {}
-    for name, draw in (("cwnd", _cwnd_figure), ("queue", _queue_figure), ("rtt", _rtt_figure),
-                       ("rtt_cdf", _rtt_cdf_figure), ("rtt_box", _rtt_box_figure),
-                       ("throughput", _throughput_figure), ("fetch", _fetch_figure)):
+    for name, draw in FIGURES.items():
         figures[name] = draw(run, lambda message, name=name: warnings.append(f"{name}.png: {message}"))
     return figures, warnings
 
@@ -306,3 +381,9 @@ def series_groups(run: Run, name: str, columns: tuple[str, ...], warn: Warn) -> 
 
 def show_value(value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(value)
+
+
+# A run's figures, by file stem, in the order they are shown.
+FIGURES: dict[str, Callable[[Run, Warn], Figure]] = {
+    "cwnd": _cwnd_figure, "queue": _queue_figure, "rtt": _rtt_figure, "rtt_cdf": _rtt_cdf_figure,
+    "rtt_box": _rtt_box_figure, "throughput": _throughput_figure, "fetch": _fetch_figure}

@@ -15,6 +15,7 @@ import html
 import io
 import json
 import math
+import struct
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any, Protocol
@@ -117,15 +118,16 @@ def _pairs(rows: Iterable[tuple[str, Any]]) -> _Html:
     return _Html("".join(out))
 
 
-def _figure(fig: Figure, caption: str, png: Path | None = None) -> _Html:
-    """The figure inline, as PNG: from `png` when it was saved already, else drawn now."""
-    if png is not None and png.exists():
-        image = png.read_bytes()
+def _figure(fig: Figure | Path, caption: str) -> _Html:
+    """The figure inline as PNG, with its caption: a saved file's bytes, or drawn now."""
+    if isinstance(fig, Path):
+        image = fig.read_bytes()
     else:
         buffer = io.BytesIO()
         fig.savefig(buffer, format="png", metadata={"Software": None})
         image = buffer.getvalue()
-    width, height = (round(v) for v in fig.get_size_inches() * fig.dpi)
+    # A PNG's size is in its header (IHDR, right after the 8-byte signature): width, height.
+    width, height = struct.unpack(">II", image[16:24])
     data = base64.b64encode(image).decode("ascii")
     return _Html(f'<figure><img src="data:image/png;base64,{data}" width="{width}" height="{height}" '
                  f'alt="{_e(caption)}"><figcaption>{_e(caption)}</figcaption></figure>')
@@ -338,10 +340,11 @@ def _run_report(run_dir: Path, drawn: plots.PlotResult | None = None) -> str:
         sections.append("<p class=\"bad\">summary.json has no numbers.</p>")
     problems = [str(x) for key in ("errors", "warnings") if isinstance(meta.get(key), list) for x in meta[key]]
 
-    if drawn is not None and drawn.figures:  # just drawn and saved: embed those
-        figures, warnings = drawn.figures, drawn.warnings
+    figures: dict[str, Figure | Path]
+    if drawn is not None and drawn.drawn:  # just drawn and saved: embed those files
+        figures, warnings = {name: run.path / "plots" / f"{name}.png" for name in drawn.drawn}, drawn.warnings
     else:
-        figures, warnings = plots.build_figures(run)
+        figures, warnings = plots.build_figures(run)  # type: ignore[assignment]
     sections.append("<h2>Figures</h2>")
     skipped = []
     present = run.series_names()
@@ -350,7 +353,7 @@ def _run_report(run_dir: Path, drawn: plots.PlotResult | None = None) -> str:
         if series and series not in present:
             skipped.append(f"{name} (no series/{series}.csv)")
             continue
-        sections.append(_figure(fig, caption, run_dir / "plots" / f"{name}.png" if drawn is not None else None))
+        sections.append(_figure(fig, caption))
     if skipped:
         sections.append(f"<p class=\"note\">Not drawn: {_e(', '.join(skipped))}.</p>")
     warnings = [w for w in warnings if not any(w.startswith(f"{s.split()[0]}.png:") for s in skipped)]
@@ -384,16 +387,10 @@ def write_compare_report(out: Path, runs: list[Run], names: list[str], shared: d
                               "-" if d.relative is None else f"{d.relative:+.1%}") for d in diffs], numeric_from=1)]
     sections.append("<h2>Figures</h2>")
     for name, png in figures.items():
-        sections.append(_image(png, name))
+        sections.append(_figure(png, name))
     path = out / "report.html"
     path.write_text(_page(f"bloatlab compare: {', '.join(names)}", sections), encoding="utf-8")
     return path
-
-
-def _image(png: Path, caption: str) -> _Html:
-    data = base64.b64encode(png.read_bytes()).decode("ascii")
-    return _Html(f'<figure><img src="data:image/png;base64,{data}" alt="{_e(caption)}">'
-                 f'<figcaption>{_e(caption)}</figcaption></figure>')
 
 
 # Entry points --------------------------------------------------------------------------------

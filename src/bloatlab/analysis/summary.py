@@ -25,7 +25,10 @@ def summary_lines(summary: dict[str, Any]) -> list[tuple[str, str]]:
     if bloat:
         lines.append(("latency idle / under load", f"{show_number(bloat.get('idle_ms'), '.1f')} / "
                                                    f"{show_number(bloat.get('loaded_ms'), '.1f')} ms"))
-        lines.append(("bufferbloat grade", f"{bloat.get('grade') or '-'} (+{show_number(bloat.get('increase_ms'), '.1f')} ms)"))
+        if bloat.get("increase_ms") is None:  # cs244's flow starts with the run: nothing idle to compare
+            lines.append(("bufferbloat grade", "- (no idle latency: no probe answered before the load started)"))
+        else:
+            lines.append(("bufferbloat grade", f"{bloat.get('grade') or '-'} (+{show_number(bloat['increase_ms'], '.1f')} ms)"))
     for pair, mbps in summary.get("totals_mbps", {}).items():
         lines.append((f"goodput total {pair}", f"{show_number(mbps, '.2f')} Mbit/s"))
     for name, flow in summary.get("flows", {}).items():
@@ -84,7 +87,7 @@ def headline(summary: dict[str, Any]) -> str:
     parts = []
     if test := summary.get("responsiveness"):
         parts.append(f"{show_number(test.get('rpm'), '.0f')} RPM ({test.get('confidence')} confidence)")
-    if bloat := summary.get("bufferbloat"):
+    if (bloat := summary.get("bufferbloat")) and bloat.get("increase_ms") is not None:
         parts.append(f"grade {bloat.get('grade') or '-'} (+{show_number(bloat.get('increase_ms'), '.0f')} ms under load)")
     for name, flow in summary.get("flows", {}).items():
         if flow.get("goodput_mbps") is not None:

@@ -8,11 +8,13 @@ from pathlib import Path
 
 from bloatlab.cli.common import DIRECTORY, FILE, add_command, emit, note
 from bloatlab.errors import BloatlabError
-from bloatlab.results import flent
-from bloatlab.results.reader import is_run, is_sweep, load_run, load_sweep
 
 
 def cmd_export(args: argparse.Namespace) -> int:
+    # The reader brings pandas (half a second): imported by the command that reads, not by every command.
+    from bloatlab.results import flent
+    from bloatlab.results.reader import is_run, is_sweep, load_run, load_sweep
+
     path = Path(args.dir)
     if is_sweep(path):
         if args.out is not None:

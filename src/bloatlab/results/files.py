@@ -55,8 +55,7 @@ class RunDir:
         with open(path, "w", newline="") as f:
             out = csv.writer(f)
             out.writerow(SERIES_COLUMNS[name])
-            for row in rows:
-                out.writerow(["" if v is None else f"{v:.6f}" if isinstance(v, float) else v for v in row])
+            out.writerows(["" if v is None else f"{v:.6f}" if isinstance(v, float) else v for v in row] for row in rows)
         return path
 
 

@@ -86,7 +86,7 @@ test: packages build ## cargo test, the layers' import contract (lint-imports), 
 	@$(MAKE) --no-print-directory venv EXTRAS=test,sim,cluster
 	$(CARGO) test --workspace
 	$(VENV)/bin/lint-imports
-	@rc=0; PATH="$(dir $(CARGO)):$$PATH" $(VENV)/bin/python -m pytest -q tests || rc=$$?; \
+	@rc=0; PATH="$(dir $(CARGO)):$$PATH" $(VENV)/bin/python -m pytest -q --durations=25 tests || rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "make test: pytest collected no tests; that is a failure" >&2; exit 1; fi; \
 	exit $$rc
 

@@ -199,3 +199,15 @@ def test_the_simulation_section_says_what_the_ns3_backend_lacks():
     text = doctor.render(make_report(simulation={"ns3": "3.44.post0", "compiler": "/usr/bin/g++", "driver": None,
                                                  "problem": None}))
     assert "built on the first simulated run" in line_for(text, "driver")
+
+
+def test_problems_are_what_stops_an_emulated_run_each_with_its_fix():
+    assert doctor.problems(make_report()) == []  # ethtool is missing, but no run starts it
+    report = make_report(root=False, euid=1000)
+    report["tools"]["irtt"] = {"path": None, "version": None}
+    report["tools"]["tc"] = {"path": None, "version": None}
+    report["datapath"] = {"path": None, "version": None, "env": None, "problem": None}
+    assert doctor.problems(report) == [
+        "not root (euid 1000); run bloatlab as root",
+        "bloatlab-link unusable: not found; make setup builds it",
+        "irtt, tc not installed; apt-get install irtt iproute2"]

@@ -115,3 +115,34 @@ def test_resume_needs_a_sweep_and_a_new_sweep_an_empty_directory(tmp_path):
     (tmp_path / "full" / "x").write_text("")
     with pytest.raises(BloatlabError, match="not empty"):
         sweep(tmp_path / "full", Runs())
+
+
+def test_a_local_sweep_imports_no_ray(tmp_path):
+    """Without --cluster nothing changes: the local executor runs it, and Ray is never imported."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    code = f"""
+import io, json, sys
+from pathlib import Path
+from bloatlab.analysis.report import finish_sweep
+from bloatlab.lab.executors import RunResult, executor
+from bloatlab.lab.sweep import Axis, run_sweep
+
+def run_one(values, rep, run_dir, tick):
+    run_dir.mkdir(parents=True)
+    summary = {{"complete": True, "rtt_ms": {{"median": values["maxq"] + rep}}}}
+    (run_dir / "summary.json").write_text(json.dumps(summary))
+    return RunResult(True, summary)
+
+outcome = run_sweep(Path({str(tmp_path / 's')!r}), kind="nic", name="t", source="test", axes=[Axis("maxq", (20, 100))],
+                    repeat=2, fixed={{}}, run_one=run_one, estimate_s=1.0, headline=str, finish=finish_sweep,
+                    executor=executor("local"), progress=False, stream=io.StringIO())
+print(outcome.done, "ray" in sys.modules)
+"""
+    src = Path(__file__).resolve().parents[2] / "src"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                         env={**os.environ, "PYTHONPATH": str(src)})
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["4", "False"]

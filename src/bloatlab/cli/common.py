@@ -56,12 +56,12 @@ COMMON = common_options()
 
 
 def add_command(commands: argparse._SubParsersAction, name: str, handler: Handler, summary: str,
-                description: str, examples: list[str]) -> argparse.ArgumentParser:
+                description: str, examples: list[str], aliases: tuple[str, ...] = ()) -> argparse.ArgumentParser:
     """A command with its one-line summary, a description under it, examples and the exit
     statuses at the end, and the options every command takes (-v, -q, --json)."""
     epilog = ("examples:\n" + "\n".join(f"  {e}" for e in examples) + "\n\n" if examples else "") + EXIT_STATUSES
     sub = commands.add_parser(name, help=summary, description=f"{summary}\n\n{description}", epilog=epilog,
-                              formatter_class=formatter, parents=[COMMON])
+                              formatter_class=formatter, parents=[COMMON], aliases=list(aliases))
     sub.set_defaults(handler=handler)
     return sub
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime as dt
 import sys
 from pathlib import Path
@@ -16,6 +17,7 @@ from bloatlab.specs.experiment import MAX_REPEAT, Source, list_presets, plan_swe
 from bloatlab.specs.model import RUN_BACKENDS
 
 if TYPE_CHECKING:
+    from bloatlab.lab.executors import Executor
     from bloatlab.lab.run import Outcome
 
 # The layers a command runs are imported when it runs: `bloatlab --help` and the commands that
@@ -35,6 +37,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     repeat = args.repeat if args.repeat is not None else source.load(sets).repeat  # the spec's own `repeat`
     if axes or repeat > 1 or args.resume:
         return _sweep(args, source, sets, axes, repeat)
+    if args.cluster:
+        raise UsageError("--cluster sends a sweep's runs to a Ray cluster; add --sweep NAME=V1,V2 or --repeat N")
     experiment = source.load(sets)
     from bloatlab.lab.outcome import default_out
 
@@ -79,18 +83,39 @@ def _sweep(args: argparse.Namespace, source: Source, sets: list[str], axes: list
     if args.resume and args.out is None:
         raise UsageError("--resume needs --out DIR: the directory of the sweep to finish")
     plan = plan_sweep(source, sets, axes)  # every point is checked before the first run
-    if plan.first.backend != "ns3":
+    if plan.first.backend != "ns3" and not args.cluster:  # a cluster's nodes run as root, not this machine
         need_root("run")
     first = plan.first
     out = args.out or Path("results") / f"{first.name}-sweep-{dt.datetime.now().strftime('%Y%m%d-%H%M%S')}"
     total = len(plan.points) * repeat
-    print(f"sweep {first.name}: {len(plan.points)} point(s) x {repeat} repetition(s) = {total} runs "
-          f"of {first.duration_s:g} s into {out}/", flush=True)
-    outcome = sweep_experiment(plan, out, repeat=repeat, resume=args.resume, progress=not args.quiet, svg=args.svg,
-                               command=["bloatlab", *sys.argv[1:]], executor=executor(args.executor))
+    with contextlib.ExitStack() as stack:
+        if args.cluster:
+            where = _cluster_executor(args.cluster, first.duration_s, quiet=args.quiet)
+            stack.callback(where.close)
+        else:
+            where = executor(args.executor)
+        print(f"sweep {first.name}: {len(plan.points)} point(s) x {repeat} repetition(s) = {total} runs "
+              f"of {first.duration_s:g} s into {out}/", flush=True)
+        outcome = sweep_experiment(plan, out, repeat=repeat, resume=args.resume, progress=not args.quiet,
+                                   svg=args.svg, command=["bloatlab", *sys.argv[1:]], executor=where)
     status = outcome.tell()  # with --json, on stderr
     emit(args, outcome.to_dict())
     return status
+
+
+def _cluster_executor(address: str, duration_s: float, quiet: bool) -> Executor:
+    """The cluster at `address`, its nodes checked; those that fail are named and left out."""
+    from bloatlab.lab import cluster
+
+    ray = cluster.connect(address)
+    checks = cluster.check_nodes(ray)
+    if not quiet or not all(c.ok for c in checks):
+        print(cluster.render_checks(checks, address), flush=True)
+    if not any(c.ok for c in checks):
+        cluster.disconnect()
+        raise BloatlabError(f"no node of the Ray cluster at {address} can run bloatlab (above: why); "
+                            "bloatlab doctor --cluster ADDRESS checks them again", field="--cluster")
+    return cluster.ClusterExecutor(address, checks, run_timeout_s=cluster.run_timeout(duration_s))
 
 
 def cmd_presets(args: argparse.Namespace) -> int:
@@ -181,7 +206,8 @@ def add_parsers(commands: argparse._SubParsersAction) -> None:
                       "run in\nOUT/LABEL/repK/, and writes OUT/sweep.json, aggregate.csv and .json (mean, sd, "
                       "median,\n95% CI per point), series.csv.gz, plots/ and report.html (docs/sweeps.md).\n\n"
                       "Ctrl-C stops cleanly and keeps what was measured, marked incomplete; a sweep keeps "
-                      "its\ncomplete runs, and --resume finishes it. Needs root, unless simulated (--backend ns3).",
+                      "its\ncomplete runs, and --resume finishes it. Needs root, unless simulated (--backend ns3) "
+                      "or sent\nto a Ray cluster (--cluster; docs/cluster.md). `bloatlab sweep` is this command.",
                       ["sudo bloatlab run --preset cs244",
                        "sudo bloatlab run --preset cs244 --sweep maxq=20,40,60,80,100 --repeat 5 --out results/qlen",
                        "sudo bloatlab run --preset cs244 --sweep maxq=20,40,60,80,100 --repeat 5 --out results/qlen --resume",
@@ -189,7 +215,9 @@ def add_parsers(commands: argparse._SubParsersAction) -> None:
                        "sudo bloatlab run --preset cs244 --set maxq=20 --set duration=30s --out results/q20",
                        "sudo bloatlab run --preset aqm --set aqm=codel --pcap 's0->h2'   # then: wireshark RUN/pcap/*.pcapng",
                        "bloatlab run --preset cs244 --backend ns3 --out results/cs244-ns3   # simulated: no root",
-                       "sudo bloatlab run my-experiment.toml --set bw_net=1.5mbit"])
+                       "sudo bloatlab run my-experiment.toml --set bw_net=1.5mbit",
+                       "bloatlab sweep --preset cs244 --sweep maxq=20,100 --repeat 2 --cluster head:6379   # on a Ray cluster"],
+                      aliases=("sweep",))
     run.add_argument("spec", metavar="SPEC.toml", nargs="?", type=Path, help="the experiment spec file").complete = FILE
     run.add_argument("--preset", metavar="NAME", help="a bundled experiment instead (bloatlab presets)")
     run.add_argument("--set", metavar="NAME=VALUE", action="append",
@@ -216,6 +244,10 @@ def add_parsers(commands: argparse._SubParsersAction) -> None:
                           "(docs/results.md)")
     run.add_argument("--executor", default="local", choices=sorted(EXECUTORS),
                      help="where a sweep's runs run (default: %(default)s: one after another on this machine)")
+    run.add_argument("--cluster", metavar="ADDRESS",
+                     help="run a sweep's runs on the Ray cluster whose head is at ADDRESS (host:port), one at a "
+                          "time per node that offers the bloatlab_testbed resource and passes its checks; the "
+                          "results come back into --out as a local sweep's (docs/cluster.md)")
 
     presets = add_command(commands, "presets", cmd_presets, "list the bundled experiments, or show one's parameters",
                           "Without NAME: one line per preset. With NAME: its description and the parameters "

@@ -180,6 +180,28 @@ def backend_support(report: dict[str, Any]) -> dict[str, dict[str, bool]]:
     }
 
 
+# What an emulated run needs of a machine's tools: the ones the workloads start, and iproute2.
+RUN_TOOLS = ("iperf3", "ping", "curl", "irtt", "nghttpd", "tc", "ip")
+
+
+def problems(report: dict[str, Any]) -> list[str]:
+    """What stops this machine from running emulated experiments, one line each naming the fix;
+    none: it can (what a cluster node must pass, lab/cluster.py)."""
+    out = []
+    if not report["root"]:
+        out.append(f"not root (euid {report['euid']}); run bloatlab as root")
+    if not (report["sandbox"]["netns"] and report["sandbox"]["veth"]):
+        out.append(f"no network namespaces or veth pairs ({report['sandbox']['error'] or 'refused'})")
+    datapath = report["datapath"]
+    if datapath["path"] is None or datapath["problem"]:
+        out.append(f"bloatlab-link unusable: {datapath['problem'] or 'not found'}; make setup builds it")
+    missing = [name for name in RUN_TOOLS if not report["tools"].get(name, {}).get("path")]
+    if missing:
+        packages = " ".join(dict.fromkeys(TOOLS[name][2] for name in missing))
+        out.append(f"{', '.join(missing)} not installed; apt-get install {packages}")
+    return out
+
+
 def collect() -> dict[str, Any]:
     """Probe the machine; the result is JSON-ready."""
     root = capabilities.is_root()

@@ -6,7 +6,8 @@ executor its pending jobs and records each result as it comes back.
               it instead of local, since each run's work is a process of its own that shares
               nothing on the machine
 
-A cluster executor (Ray) is another implementation of the same interface, chosen by name.
+    cluster   runs on the nodes of a Ray cluster, one per node at a time (lab/cluster.py, chosen
+              by --cluster ADDRESS; Ray is imported only then)
 """
 
 from __future__ import annotations
@@ -58,6 +59,8 @@ class Done:
     result: RunResult
     seconds: float
     error: BaseException | None = None  # what the run raised, if it failed that way
+    node: str | None = None  # the cluster node that ran it (lab/cluster.py)
+    attempts: list[dict[str, Any]] = field(default_factory=list)  # tries that failed before: node, reason
 
 
 class Executor(ABC):

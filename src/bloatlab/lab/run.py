@@ -252,10 +252,9 @@ def sweep_experiment(plan: SweepPlan, out: Path, *, repeat: int, resume: bool = 
         return RunResult(outcome.complete, outcome.summary, outcome.reason, outcome.warnings, outcome.interrupted)
 
     first = plan.first
-    if first.backend == "ns3":
+    if first.backend == "ns3" and (executor is None or isinstance(executor, LocalExecutor)):
         build_driver(say=progress)  # once, before the runs that use it start side by side
-        if executor is None or isinstance(executor, LocalExecutor):
-            executor = ParallelExecutor()  # simulations share nothing: one per core
+        executor = ParallelExecutor()  # simulations share nothing: one per core
     return run_sweep(out, kind="experiment", name=first.name, source=first.source or first.name,
                      axes=[Axis(name, values) for name, values in plan.axes], repeat=repeat, fixed=plan.fixed,
                      run_one=run_one, estimate_s=first.duration_s + RUN_OVERHEAD_S, headline=headline,

@@ -167,6 +167,8 @@ def _prepare(out: Path, fresh: dict[str, Any], resume: bool) -> dict[str, Any]:
             if run_dir.exists():
                 shutil.rmtree(run_dir)
             r.update(status="pending", reason=None, elapsed_s=None)
+            for key in ("node", "attempts"):  # of the attempt that did not finish
+                r.pop(key, None)
     old["status"] = "running"
     return old
 
@@ -228,6 +230,8 @@ def run_sweep(out: Path, *, kind: str, name: str, source: str, axes: list[Axis],
             overhead_s.append(done.seconds - estimate_s)
             entries[job.run_dir].update(status="complete" if result.complete else "failed" if done.error else "incomplete",
                                         reason=result.reason, elapsed_s=round(done.seconds, 1))
+            if done.node is not None:  # a cluster's: where it ran, and the tries that failed before
+                entries[job.run_dir].update(node=done.node, attempts=done.attempts)
             write_document(out, doc)
             if bar is not None:
                 bar.finish()

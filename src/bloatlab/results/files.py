@@ -50,6 +50,13 @@ class RunDir:
         tmp.replace(path)
         return path
 
+    def update_json(self, name: str, keys: dict[str, Any]) -> Path:
+        """Add or replace top-level keys of the JSON file `name` (what a sweep learns of a run
+        after the run wrote it: the cluster node that ran it)."""
+        doc = json.loads((self.path / name).read_text())
+        doc.update(keys)
+        return self.write_json(name, doc)
+
     def write_series(self, name: str, rows: Iterable[Sequence[Any]]) -> Path:
         path = self.series / f"{name}.csv"
         with open(path, "w", newline="") as f:

@@ -361,6 +361,8 @@ class SweepRun:
     status: str  # pending, complete, incomplete, failed
     reason: str | None
     elapsed_s: float | None
+    node: str | None = None  # the cluster node that ran it (docs/cluster.md)
+    attempts: tuple[dict[str, Any], ...] = ()  # a cluster's tries that failed before: node, reason
 
     def load(self) -> Run:
         return load_run(self.dir)
@@ -405,7 +407,8 @@ class Sweep:
                 continue
             runs = [SweepRun(rep=int(r.get("rep") or i), dir=path / str(r.get("dir") or f"{p.get('label')}/rep{i}"),
                              status=str(r.get("status") or "pending"), reason=r.get("reason"),
-                             elapsed_s=r.get("elapsed_s"))
+                             elapsed_s=r.get("elapsed_s"), node=r.get("node"),
+                             attempts=tuple(a for a in r.get("attempts") or [] if isinstance(a, dict)))
                     for i, r in enumerate(p.get("runs") or [], 1) if isinstance(r, dict)]
             values = p.get("values") if isinstance(p.get("values"), dict) else {}
             points.append(Point(str(p.get("label") or "all"), values, runs))

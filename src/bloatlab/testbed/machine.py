@@ -59,7 +59,21 @@ def check_tools(names: list[str], field: str | None = None) -> None:
 
 def machine() -> dict[str, Any]:
     uname = platform.uname()
-    return {"kernel": uname.release, "hostname": uname.node, "machine": uname.machine, "cpus": os.cpu_count()}
+    return {"kernel": uname.release, "hostname": uname.node, "machine": uname.machine, "cpus": os.cpu_count(),
+            "cpu": cpu_model()}
+
+
+def cpu_model() -> str | None:
+    """The CPU's model name (/proc/cpuinfo), as a run records where it ran."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                key, sep, value = line.partition(":")
+                if sep and key.strip() in ("model name", "Model", "cpu model"):
+                    return value.strip()
+    except OSError:
+        pass
+    return None
 
 
 def snapshot(ns: str) -> dict[str, Any]:

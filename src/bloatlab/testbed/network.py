@@ -233,7 +233,7 @@ class Network:
                                 f"remove them with: bloatlab down {self.name}", field="name")
         self._state = state.NetworkState(
             name=self.name, topology=self.topology.to_dict(), namespaces=self._namespaces(),
-            topology_path=self.topology_path, backends=self.backends,
+            topology_path=self.topology_path, backends=self.backends, detached=self.detach,
             owner=dict(zip(("pid", "starttime"), proc.identify(os.getpid()))))
         self._state.claim()  # from here on, everything we make can be found by name
         try:

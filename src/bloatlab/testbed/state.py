@@ -14,6 +14,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from bloatlab import proc
 from bloatlab.errors import BloatlabError
 from bloatlab.specs.model import Topology
 
@@ -32,6 +33,7 @@ class NetworkState:
     host_cc: dict[str, str] = field(default_factory=dict)  # each host's default TCP congestion control
     datapath: dict[str, int | None] | None = None  # {"pid", "starttime"} of bloatlab-link
     owner: dict[str, int | None] | None = None  # the process that built it: {"pid", "starttime"}
+    detached: bool = False  # made to outlive its owner (bloatlab up); a run's network ends with its run
     created: str = field(default_factory=lambda: datetime.now(timezone.utc).isoformat(timespec="seconds"))
 
     @property
@@ -54,6 +56,15 @@ class NetworkState:
                                 f"remove it with: bloatlab down {self.name}", field="name") from None
         self.save()
 
+    @property
+    def orphaned(self) -> bool:
+        """Its owner is gone and it was not meant to outlive it: a killed run's network, or one
+        whose building never finished. An owner that is not recorded counts as alive."""
+        if not self.owner or not self.owner.get("pid"):
+            return False
+        gone = not proc.alive(self.owner["pid"], self.owner.get("starttime"))
+        return gone and (not self.detached or self.status == "building")
+
     def topology_object(self) -> Topology:
         return Topology.from_dict(self.topology)
 
@@ -66,6 +77,7 @@ def load(name: str) -> NetworkState:
     path = state_dir(name) / STATE_FILE
     try:
         data = json.loads(path.read_text())
+        data.setdefault("detached", True)  # written before bloatlab recorded it: spared, as if made by `up`
         return NetworkState(**data)
     except FileNotFoundError:
         raise BloatlabError(f"no network named {name!r} (bloatlab ls lists them)", field="name") from None

@@ -1,0 +1,425 @@
+"""A sweep's runs on a Ray cluster (docs/cluster.md): the cluster executor, and the checks a
+node passes before it gets a run.
+
+    connect        ray.init to an existing cluster; Ray is imported here and nowhere else
+    check_nodes    on every node, at once: its bloatlab version, root, and `bloatlab doctor`
+    ClusterExecutor
+                   one run at a time per node that passed; each run in a temporary directory
+                   there, sent back as a tar archive and unpacked into the sweep's directory
+
+A node offers the custom resource `bloatlab_testbed` (one by default), and every run asks for
+one, so two runs never share a machine, not even runs of two sweeps. A run whose node dies, or
+whose worker is killed, or that outlives its time, is retried on another node (MAX_ATTEMPTS in
+all); its node first removes what the run left (clean_orphans). Only the attempt that ends is
+unpacked, so nothing is counted twice.
+"""
+
+from __future__ import annotations
+
+import collections
+import io
+import logging
+import os
+import socket
+import tarfile
+import tempfile
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from bloatlab.errors import BloatlabError, MachineError
+from bloatlab.lab.executors import Done, Executor, Job, RunOne, RunResult, Tick
+from bloatlab.version import __version__
+
+RESOURCE = "bloatlab_testbed"
+MAX_ATTEMPTS = 3  # a run's tries, on different nodes where the cluster has them
+CHECK_TIMEOUT_S = 120.0  # a node that has not answered its check by then is left out
+CONNECT_TIMEOUT_S = 5.0
+STOP_GRACE_S = 20.0  # a cancelled run's time to take its network down before its worker is killed
+TMP_PREFIX = "bloatlab-cluster-"
+START_HINT = ("start one with: ray start --head --resources='{\"bloatlab_testbed\": 1}' "
+              "(docs/cluster.md)")
+
+
+def run_timeout(duration_s: float) -> float:
+    """How long a run may take on a node before it is stopped and tried elsewhere: three times
+    its length with a run's overhead, and two minutes more for a slow or busy node."""
+    return 3 * (duration_s + 10) + 120
+
+
+def _ray() -> Any:
+    try:
+        import ray
+    except ImportError:
+        raise MachineError("--cluster needs Ray, which is not installed; pip install 'bloatlab[cluster]' "
+                            "(make test installs it)", field="--cluster") from None
+    return ray
+
+
+def head(address: str) -> tuple[str, int]:
+    """ADDRESS as host and port, refused in one line unless it is host:port."""
+    host, sep, port = address.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise BloatlabError(f"{address!r} is not a Ray head's address; give HOST:PORT, as `ray start --head` "
+                            "printed it (its --port, 6379 by default)", field="--cluster")
+    return host.strip("[]"), int(port)
+
+
+def connect(address: str) -> Any:
+    """The ray module, connected to the cluster at `address` (host:port of its head)."""
+    host, port = head(address)
+    ray = _ray()
+    if ray.is_initialized():
+        return ray
+    # Ray itself retries a silent address for minutes: a closed port is an answer at once.
+    try:
+        socket.create_connection((host, port), timeout=CONNECT_TIMEOUT_S).close()
+    except OSError as e:
+        raise BloatlabError(f"nothing answers at {address} ({e.strerror or e}); {START_HINT}",
+                            field="--cluster") from None
+    try:
+        ray.init(address=address, logging_level=logging.WARNING, log_to_driver=False,
+                 configure_logging=False)
+    except Exception as e:  # Ray raises ConnectionError, ValueError or its own for a wrong address
+        first = " ".join(str(e).split())[:200] or type(e).__name__
+        raise BloatlabError(f"cannot reach a Ray cluster at {address} ({first}); {START_HINT}",
+                            field="--cluster") from None
+    return ray
+
+
+def disconnect() -> None:
+    ray = _ray()
+    if ray.is_initialized():
+        ray.shutdown()
+
+
+# What runs on a node ------------------------------------------------------------------------
+
+def node_facts() -> dict[str, Any]:
+    """This machine as a run records it: host name, kernel, CPU, bloatlab version, root."""
+    from bloatlab.testbed.machine import machine
+
+    return {**machine(), "bloatlab_version": __version__, "root": os.geteuid() == 0, "pid": os.getpid()}
+
+
+def _check_here() -> dict[str, Any]:
+    """A node's check: its facts and what `bloatlab doctor` finds missing."""
+    from bloatlab.lab import doctor
+
+    return {**node_facts(), "problems": doctor.problems(doctor.collect())}
+
+
+def _clean_here() -> list[str]:
+    """What dead runs left on this node: their networks, probes and temporary directories."""
+    import shutil
+
+    from bloatlab import proc
+    from bloatlab.lab.clean import clean_orphans
+
+    errors: list[BloatlabError] = []
+    removed = clean_orphans(errors)
+    for path in Path(tempfile.gettempdir()).glob(f"{TMP_PREFIX}*"):
+        pid = path.name[len(TMP_PREFIX):].split("-")[0]
+        if pid.isdigit() and not proc.alive(int(pid), None):
+            shutil.rmtree(path, ignore_errors=True)
+            removed.append(str(path))
+    return removed + [f"not removed: {e}" for e in errors]
+
+
+def _run_here(run_one: RunOne, values: dict[str, Any], rep: int) -> dict[str, Any]:
+    """One run in a temporary directory of this node; its result, its files as a tar.gz, and
+    the node's facts."""
+    # Ray starts its workers at niceness 15, and a run's datapath, iperf3 and servers would
+    # inherit it: behind every other process of the node, the emulated link falls behind its
+    # schedule. The run takes a local run's priority (root may), and gives it back.
+    niceness = os.getpriority(os.PRIO_PROCESS, 0)
+    os.setpriority(os.PRIO_PROCESS, 0, 0)
+    try:
+        with tempfile.TemporaryDirectory(prefix=f"{TMP_PREFIX}{os.getpid()}-") as tmp:
+            run_dir = Path(tmp) / "run"
+            result = run_one(values, rep, run_dir, lambda _s: None)
+            archive = io.BytesIO()
+            with tarfile.open(fileobj=archive, mode="w:gz", compresslevel=1) as tar:
+                if run_dir.exists():
+                    tar.add(run_dir, arcname=".")
+    finally:
+        os.setpriority(os.PRIO_PROCESS, 0, niceness)
+    return {"result": asdict(result), "archive": archive.getvalue(), "node": node_facts()}
+
+
+# The nodes ------------------------------------------------------------------------------
+
+@dataclass
+class NodeCheck:
+    node_id: str
+    name: str  # Ray's node name (its address unless `ray start --node-name` set one)
+    address: str
+    testbeds: float  # how many bloatlab_testbed it offers
+    facts: dict[str, Any] = field(default_factory=dict)
+    problems: list[str] = field(default_factory=list)  # why it is left out; none: it takes runs
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"node_id": self.node_id, "name": self.name, "address": self.address, "testbeds": self.testbeds,
+                "ok": self.ok, "problems": self.problems, **{k: self.facts.get(k) for k in (
+                    "hostname", "kernel", "cpu", "cpus", "bloatlab_version", "root")}}
+
+
+def _pinned(ray: Any, node_id: str) -> Any:
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    return NodeAffinitySchedulingStrategy(node_id=node_id, soft=False)
+
+
+def _alive_nodes(ray: Any) -> list[dict[str, Any]]:
+    return [n for n in ray.nodes() if n.get("Alive")]
+
+
+def check_nodes(ray: Any, timeout_s: float = CHECK_TIMEOUT_S) -> list[NodeCheck]:
+    """Every live node of the cluster, checked where it runs, all at once: it offers
+    bloatlab_testbed, runs this bloatlab's version as root, and `bloatlab doctor` finds
+    nothing missing for an emulated run. A node that fails is named with why."""
+    checks, refs = [], {}
+    check = ray.remote(_check_here)
+    nodes = _alive_nodes(ray)
+    names = collections.Counter(n.get("NodeName") for n in nodes)
+    for node in nodes:
+        name = node.get("NodeName") or node.get("NodeManagerAddress", "?")
+        if names[node.get("NodeName")] > 1:  # nodes on one machine share its address, Ray's default name
+            name = f"{name}#{node['NodeID'][:6]}"
+        c = NodeCheck(node["NodeID"], name, node.get("NodeManagerAddress", "?"),
+                      float(node.get("Resources", {}).get(RESOURCE, 0)))
+        checks.append(c)
+        if not c.testbeds:
+            c.problems.append(f"offers no {RESOURCE} resource (ray start --resources='{{\"{RESOURCE}\": 1}}')")
+            continue
+        refs[check.options(num_cpus=0, max_retries=0, name="bloatlab-check",
+                           scheduling_strategy=_pinned(ray, c.node_id)).remote()] = c
+    ready, late = ray.wait(list(refs), num_returns=len(refs), timeout=timeout_s) if refs else ([], [])
+    for ref in late:
+        ray.cancel(ref, force=True)
+        refs[ref].problems.append(f"did not answer its check within {timeout_s:g} s")
+    for ref in ready:
+        c = refs[ref]
+        try:
+            c.facts = ray.get(ref)
+        except Exception as e:
+            c.problems.append(f"its check failed: {_first_line(e)}")
+            continue
+        if c.facts.get("bloatlab_version") != __version__:
+            c.problems.append(f"runs bloatlab {c.facts.get('bloatlab_version')}, not {__version__}; "
+                              f"install bloatlab {__version__} there")
+        c.problems += c.facts.get("problems", [])
+    return checks
+
+
+def render_checks(checks: Sequence[NodeCheck], address: str) -> str:
+    """The nodes as a table, then each left-out node with why."""
+    lines = [f"Ray cluster at {address}: {sum(c.ok for c in checks)} of {len(checks)} node(s) can run bloatlab",
+             f"  {'node':<24} {'host':<20} {'kernel':<18} {'cpus':>4}  {'bloatlab':<9} {'root':<5} check"]
+    for c in checks:
+        f = c.facts
+        lines.append(f"  {c.name[:24]:<24} {str(f.get('hostname', '-'))[:20]:<20} {str(f.get('kernel', '-'))[:18]:<18} "
+                     f"{str(f.get('cpus', '-')):>4}  {str(f.get('bloatlab_version', '-')):<9} "
+                     f"{'yes' if f.get('root') else 'no' if f else '-':<5} {'ok' if c.ok else 'LEFT OUT'}")
+    for c in checks:
+        if not c.ok:
+            lines.append(f"left out {c.name}: {'; '.join(c.problems)}")
+    return "\n".join(lines)
+
+
+def _first_line(error: BaseException) -> str:
+    cause = getattr(error, "cause", None)
+    text = str(cause if cause is not None else error).strip().splitlines()
+    return text[-1] if text else type(error).__name__
+
+
+# The executor ------------------------------------------------------------------------------
+
+@dataclass
+class _Attempt:
+    job: Job
+    index: int  # the job's number from 1, for its progress callback
+    node: NodeCheck
+    started: float
+    tick: Tick
+    stopping_since: float | None = None  # cancelled, waiting for it to end
+
+
+class ClusterExecutor(Executor):
+    """Each run on a node of a Ray cluster that passed its checks, one per node at a time."""
+
+    name = "cluster"
+
+    def __init__(self, address: str, nodes: Sequence[NodeCheck], run_timeout_s: float | None = None,
+                 say: Callable[[str], None] = print):
+        self.address = address
+        self.nodes = [n for n in nodes if n.ok]
+        self.run_timeout_s = run_timeout_s  # set by the sweep from a run's expected length
+        self.say = say
+
+    def close(self) -> None:
+        """Leave the cluster (it keeps running: it is not ours)."""
+        disconnect()
+
+    def run(self, run_one: RunOne, jobs: Sequence[Job], tick_for: Callable[[int, Job], Tick]) -> Iterator[Done]:
+        ray = connect(self.address)
+        remote = ray.remote(_run_here)
+        clean = ray.remote(_clean_here)
+        pending = collections.deque(enumerate(jobs, 1))
+        tried: dict[Path, list[dict[str, Any]]] = {}  # per run: the attempts that failed, and why
+        free = list(self.nodes)
+        running: dict[Any, _Attempt] = {}
+        try:
+            while pending or running:
+                while (pick := self._pick(pending, free, tried)) is not None:
+                    i, job, node = pick
+                    free.remove(node)
+                    ref = remote.options(num_cpus=0, resources={RESOURCE: 1}, max_retries=0,
+                                         name="bloatlab-run", scheduling_strategy=_pinned(ray, node.node_id)
+                                         ).remote(run_one, dict(job.values), job.rep)
+                    running[ref] = _Attempt(job, i, node, time.monotonic(), tick_for(i, job))
+                ready, _ = ray.wait(list(running), num_returns=1, timeout=1.0)
+                now = time.monotonic()
+                for ref, a in running.items():
+                    a.tick(now - a.started)
+                    self._enforce_timeout(ray, ref, a, now)
+                for ref in ready:
+                    a = running.pop(ref)
+                    done, failure = self._outcome(ray, ref, a, tried)
+                    if failure is None:
+                        free.append(a.node)
+                        yield done
+                        continue
+                    tried.setdefault(a.job.run_dir, []).append({"node": a.node.name, "node_id": a.node.node_id,
+                                                                "reason": failure})
+                    alive = {n["NodeID"] for n in _alive_nodes(ray)}
+                    self.nodes = [n for n in self.nodes if n.node_id in alive]
+                    if a.node.node_id in alive:
+                        self._clean(ray, clean, a.node)
+                        free.append(a.node)
+                    else:
+                        self.say(f"node {a.node.name} has left the cluster; its runs go to the others")
+                    attempts = tried[a.job.run_dir]
+                    if len(attempts) < MAX_ATTEMPTS and self.nodes:
+                        self.say(f"{a.job.label} rep {a.job.rep}: {failure} on {a.node.name}; trying again "
+                                 f"(attempt {len(attempts) + 1} of {MAX_ATTEMPTS})")
+                        pending.appendleft((a.index, a.job))
+                    else:
+                        reason = "; ".join(f"{t['node']}: {t['reason']}" for t in attempts)
+                        yield Done(a.job, RunResult(False, {}, f"failed on the cluster after {len(attempts)} "
+                                                    f"attempt(s): {reason}"), now - a.started,
+                                   node=a.node.name, attempts=attempts)
+                if not self.nodes and pending:
+                    raise BloatlabError(f"no node of the cluster at {self.address} is left to run on",
+                                        field="--cluster")
+        finally:  # stopped early (Ctrl-C, a failure): the runs still going end, their networks too
+            self._stop(ray, running)
+
+    def _pick(self, pending: collections.deque[tuple[int, Job]], free: list[NodeCheck],
+              tried: dict[Path, list[dict[str, Any]]]) -> tuple[int, Job, NodeCheck] | None:
+        """The next run and a free node for it, taken from `pending`. A run that failed goes to
+        a node it has not failed on, waiting for one that is busy; on a node it failed on only
+        when it has failed on every node left."""
+        for entry in pending:
+            i, job = entry
+            failed_on = {t["node_id"] for t in tried.get(job.run_dir, [])}
+            fresh = any(n.node_id not in failed_on for n in self.nodes)
+            node = next((n for n in free if not fresh or n.node_id not in failed_on), None)
+            if node is not None:
+                pending.remove(entry)
+                return i, job, node
+        return None
+
+    def _enforce_timeout(self, ray: Any, ref: Any, a: _Attempt, now: float) -> None:
+        """Past its time, a run is cancelled as Ctrl-C stops one (it takes its network down);
+        one that does not end within STOP_GRACE_S has its worker killed."""
+        if self.run_timeout_s is None or now - a.started < self.run_timeout_s:
+            return
+        if a.stopping_since is None:
+            a.stopping_since = now
+            ray.cancel(ref, force=False)
+        elif now - a.stopping_since > STOP_GRACE_S:
+            ray.cancel(ref, force=True)
+
+    def _outcome(self, ray: Any, ref: Any, a: _Attempt,
+                 tried: dict[Path, list[dict[str, Any]]]) -> tuple[Done | None, str | None]:
+        """The attempt's Done, or why it failed in a way another node may not (None, reason)."""
+        from ray import exceptions as rx
+
+        seconds = time.monotonic() - a.started
+        try:
+            got = ray.get(ref)
+        except rx.TaskCancelledError:
+            return None, f"did not end within {self.run_timeout_s:g} s"
+        except rx.RayTaskError as e:  # the run itself raised: as in a local sweep, the sweep stops
+            if a.stopping_since is not None:
+                return None, f"did not end within {self.run_timeout_s:g} s"
+            cause = e.cause if isinstance(getattr(e, "cause", None), BaseException) else e
+            return Done(a.job, RunResult(False, {}, f"failed on {a.node.name}: {_first_line(e)}"), seconds,
+                        cause, node=a.node.name, attempts=tried.get(a.job.run_dir, [])), None
+        except (rx.WorkerCrashedError, rx.NodeDiedError, rx.LocalRayletDiedError) as e:
+            return None, "its worker died" if isinstance(e, rx.WorkerCrashedError) else "its node died"
+        except rx.RayError as e:
+            return None, f"Ray: {_first_line(e)}"
+        if a.stopping_since is not None:  # it stopped as told, incomplete: its time ran out
+            return None, f"did not end within {self.run_timeout_s:g} s"
+        result = RunResult(**got["result"])
+        attempts = tried.get(a.job.run_dir, [])
+        try:
+            unpack(got["archive"], a.job.run_dir)
+        except (tarfile.TarError, OSError) as e:  # a damaged archive, or one that reaches outside its run
+            return None, f"its results could not be unpacked ({e})"
+        record_node(a.job.run_dir, {"address": self.address, "node": a.node.name, "node_id": a.node.node_id,
+                                    **{k: got["node"].get(k) for k in ("hostname", "kernel", "cpu", "cpus",
+                                                                       "bloatlab_version")},
+                                    "attempts": attempts})
+        if attempts:
+            result.warnings.append(f"ran on {a.node.name} after {len(attempts)} failed attempt(s): "
+                                   + "; ".join(f"{t['node']}: {t['reason']}" for t in attempts))
+        return Done(a.job, result, seconds, node=a.node.name, attempts=attempts), None
+
+    def _clean(self, ray: Any, clean: Any, node: NodeCheck) -> None:
+        try:
+            removed = ray.get(clean.options(num_cpus=0, max_retries=0, name="bloatlab-clean",
+                                            scheduling_strategy=_pinned(ray, node.node_id)).remote(), timeout=60)
+        except Exception as e:
+            self.say(f"could not clean {node.name} after a failed run: {_first_line(e)}")
+            return
+        if removed:
+            self.say(f"cleaned {node.name} after the failed run: {', '.join(removed)}")
+
+    def _stop(self, ray: Any, running: dict[Any, _Attempt]) -> None:
+        if not running:
+            return
+        for ref in running:
+            ray.cancel(ref, force=False)  # KeyboardInterrupt in the run: it takes its network down
+        _, late = ray.wait(list(running), num_returns=len(running), timeout=STOP_GRACE_S)
+        for ref in late:
+            ray.cancel(ref, force=True)
+        if late:
+            ray.wait(late, num_returns=len(late), timeout=10)
+            clean = ray.remote(_clean_here)
+            for ref in late:
+                self._clean(ray, clean, running[ref].node)
+
+
+# The sweep's directory ----------------------------------------------------------------------
+
+def unpack(archive: bytes, run_dir: Path) -> None:
+    """A run's files from its node, into its directory of the sweep."""
+    run_dir.mkdir(parents=True, exist_ok=True)
+    with tarfile.open(fileobj=io.BytesIO(archive), mode="r:gz") as tar:
+        tar.extractall(run_dir, filter="data")  # no path leaves run_dir, no device or link outside
+
+
+def record_node(run_dir: Path, node: dict[str, Any]) -> None:
+    """run.json's `cluster`: where the run ran, and the attempts that failed before it."""
+    from bloatlab.results.files import RunDir
+
+    RunDir(run_dir).update_json("run.json", {"cluster": node})

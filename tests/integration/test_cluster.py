@@ -199,7 +199,12 @@ def test_a_run_that_outlives_its_time_is_stopped_and_retried_on_another_node(clu
         marker = Path(values["marker"])
         if not marker.exists():
             marker.write_text("first")
-            time.sleep(120)
+            try:
+                for _ in range(1200):  # a run's main thread sleeps in slices, as its schedule does
+                    time.sleep(0.1)
+            except KeyboardInterrupt:  # stopped as Ctrl-C stops a run: it could take its network down
+                marker.write_text("stopped")
+                raise
         run_dir.mkdir(parents=True)
         (run_dir / "run.json").write_text("{}")
         return RunResult(True, {"attempt": 2})
@@ -214,6 +219,7 @@ def test_a_run_that_outlives_its_time_is_stopped_and_retried_on_another_node(clu
     finally:
         clusters.disconnect()
     assert done.result.complete and done.result.summary == {"attempt": 2}
+    assert (tmp_path / "marker").read_text() == "stopped"  # cancelled gracefully, not killed
     (failed,) = done.attempts
     assert failed["reason"] == "did not end within 8 s"
     assert failed["node"] != done.node and {failed["node"], done.node} == set(NODES[:2])

@@ -20,6 +20,7 @@ import collections
 import io
 import logging
 import os
+import signal
 import socket
 import tarfile
 import tempfile
@@ -136,6 +137,12 @@ def _run_here(run_one: RunOne, values: dict[str, Any], rep: int) -> dict[str, An
     # schedule. The run takes a local run's priority (root may), and gives it back.
     niceness = os.getpriority(os.PRIO_PROCESS, 0)
     os.setpriority(os.PRIO_PROCESS, 0, 0)
+    # Ray's workers block SIGINT and ignore it, and both stay so across exec: iperf3 and the
+    # servers would not stop on it (no summary, 3 s lost waiting for each). Unblocked and
+    # handled here instead, it also lets ray.cancel's KeyboardInterrupt (interrupt_main, a
+    # no-op on an ignored signal) stop the run as Ctrl-C does, its network taken down.
+    sigint = signal.signal(signal.SIGINT, signal.default_int_handler)
+    blocked = signal.pthread_sigmask(signal.SIG_UNBLOCK, [signal.SIGINT])
     try:
         with tempfile.TemporaryDirectory(prefix=f"{TMP_PREFIX}{os.getpid()}-") as tmp:
             run_dir = Path(tmp) / "run"
@@ -145,6 +152,8 @@ def _run_here(run_one: RunOne, values: dict[str, Any], rep: int) -> dict[str, An
                 if run_dir.exists():
                     tar.add(run_dir, arcname=".")
     finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
+        signal.signal(signal.SIGINT, sigint)
         os.setpriority(os.PRIO_PROCESS, 0, niceness)
     return {"result": asdict(result), "archive": archive.getvalue(), "node": node_facts()}
 

@@ -1,6 +1,7 @@
 """The run's own checks on what the userspace datapath did: its lateness, its lost frames, its captures."""
 
-from bloatlab.testbed.datapath import capture_warnings, lag_warnings as datapath_lag_warnings
+from bloatlab.analysis.summary import summary_lines
+from bloatlab.testbed.datapath import capture_warnings, lag_warnings as datapath_lag_warnings, lateness
 
 
 def direction(p99_ns: int, max_ns: int = 0, rx_overrun: int = 0, tx_error: int = 0) -> dict:
@@ -25,6 +26,31 @@ def test_frames_lost_outside_the_link_are_counted_by_reason():
 
 def test_a_kernel_link_has_no_datapath_stats_and_no_warning():
     assert datapath_lag_warnings({}) == []
+    assert lateness({}, {"p99_ns": 30_000}) is None
+
+
+TIMER = {"sleep_ns": 50_000, "count": 400, "p50_ns": 40_000, "p99_ns": 1_500_000, "max_ns": 9_000_000}
+
+
+def test_lag_the_machines_own_timer_shows_too_is_put_down_to_the_machine():
+    # The timer woke 1.5 ms late at p99: 1.2 ms of lateness is within its 1.52 ms allowance.
+    [within] = datapath_lag_warnings({"s0->h2": direction(1_200_000)}, TIMER)
+    assert within.endswith("within what this machine allows: its own timer woke 1500 us late at p99 for a "
+                           "50 us sleep, so the machine, not the datapath, set this")
+    [beyond] = datapath_lag_warnings({"s0->h2": direction(2_000_000)}, TIMER)
+    assert "beyond what this machine allows (1520 us: its timer's p99 1500 us + 20)" in beyond
+
+
+def test_lateness_is_the_worst_direction_beside_the_timer_allowance():
+    stats = {"s0->h2": direction(45_000, max_ns=900_000), "h2->s0": direction(12_000)}
+    late = lateness(stats, {**TIMER, "p99_ns": 30_000})
+    assert late == {"direction": "s0->h2", "p99_us": 45.0, "max_us": 900.0, "timer_p99_us": 30.0,
+                    "allowed_us": 50.0, "within": True}
+    assert lateness(stats, {**TIMER, "p99_ns": 20_000})["within"] is False
+    assert lateness(stats, None)["within"] is None  # no timer sample: no verdict
+    [(label, value)] = summary_lines({"lateness": late})
+    assert (label, value) == ("datapath lateness p99", "45 us (s0->h2), within what this machine allows: "
+                                                       "50 us (its timer's p99 30 us + 20)")
 
 
 def capture(written: int, cut: int = 0, lost: int = 0, error: str | None = None) -> dict:

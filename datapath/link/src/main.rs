@@ -50,18 +50,47 @@ fn parse_args() -> Usage {
                 println!("bloatlab-link {}", bloatlab_core::VERSION);
                 std::process::exit(0);
             }
+            "--timer" => {
+                let num = |v: Option<String>, what: &str, max: u64| -> u64 {
+                    match v.as_deref().map(str::parse::<u64>) {
+                        Some(Ok(n)) if (1..=max).contains(&n) => n,
+                        _ => die(2, format!("--timer: {what} must be a whole number from 1 to {max}; usage: bloatlab-link --timer NS COUNT")),
+                    }
+                };
+                let ns = num(args.next(), "NS", 1_000_000_000);
+                let count = num(args.next(), "COUNT", 1_000_000);
+                println!("{}", timer_overshoot(ns, count));
+                std::process::exit(0);
+            }
             "--describe" => {
                 println!("{}", serde_json::to_string_pretty(&bloatlab_link::config::describe()).expect("JSON"));
                 std::process::exit(0);
             }
             "-h" | "--help" => {
-                println!("usage: bloatlab-link --config FILE [--detach]\n       bloatlab-link --describe\n       bloatlab-link --version\n\nEmulates the links FILE describes (JSON, see docs/datapath.md).\n--detach: keep running when the parent exits (for `bloatlab up`).\n--describe: print the disciplines the config takes, with their defaults, and the drop and mark reason codes (JSON).");
+                println!("usage: bloatlab-link --config FILE [--detach]\n       bloatlab-link --timer NS COUNT\n       bloatlab-link --describe\n       bloatlab-link --version\n\nEmulates the links FILE describes (JSON, see docs/datapath.md).\n--detach: keep running when the parent exits (for `bloatlab up`).\n--timer: sleep COUNT times for NS nanoseconds as a link thread does (ppoll, 1 ns timer slack) and print how late each woke (JSON: p50, p99, max in ns): the machine's own timer, the baseline of departure lateness.\n--describe: print the disciplines the config takes, with their defaults, and the drop and mark reason codes (JSON).");
                 std::process::exit(0);
             }
             other => die(2, format!("unknown argument {other:?}; usage: bloatlab-link --config FILE [--detach]")),
         }
     }
     Usage { config: config.unwrap_or_else(|| die(2, "--config FILE is required")), detach }
+}
+
+/// The machine's timer, as a link thread meets it: COUNT sleeps of NS each through ppoll with
+/// 1 ns of slack, and how long after its due time each one ended. A departure can be no more
+/// punctual than this, so it is the baseline `bloatlab bench machine` and each run judge by.
+fn timer_overshoot(ns: u64, count: u64) -> Value {
+    unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1) };
+    let ts = libc::timespec { tv_sec: (ns / 1_000_000_000) as i64, tv_nsec: (ns % 1_000_000_000) as i64 };
+    let mut late: Vec<u64> = Vec::with_capacity(count as usize);
+    for _ in 0..count {
+        let t0 = clock::monotonic_now().nanos();
+        unsafe { libc::ppoll(std::ptr::null_mut(), 0, &ts, std::ptr::null()) };
+        late.push((clock::monotonic_now().nanos() - t0).saturating_sub(ns));
+    }
+    late.sort_unstable();
+    let at = |q: f64| late[((late.len() - 1) as f64 * q).round() as usize];
+    json!({"sleep_ns": ns, "count": count, "p50_ns": at(0.5), "p99_ns": at(0.99), "max_ns": at(1.0)})
 }
 
 fn enter_netns(name: &str) -> std::io::Result<()> {

@@ -65,6 +65,12 @@ def summary_lines(summary: dict[str, Any]) -> list[tuple[str, str]]:
         lines.append((f"queue {link} drops", show_number(q.get("drops"), "d") + reasons))
         if q.get("marks"):
             lines.append((f"queue {link} CE marks", ", ".join(f"{r} {n}" for r, n in q["marks"].items())))
+    if late := summary.get("lateness"):
+        value = f"{show_number(late.get('p99_us'), '.0f')} us ({late.get('direction')})"
+        if late.get("within") is not None:
+            value += (f", {'within' if late['within'] else 'beyond'} what this machine allows: "
+                      f"{late['allowed_us']:.0f} us (its timer's p99 {late['timer_p99_us']:.0f} us + 20)")
+        lines.append(("datapath lateness p99", value))
     return lines
 
 

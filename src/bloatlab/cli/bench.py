@@ -7,7 +7,7 @@ import time
 from pathlib import Path
 
 from bloatlab.cli import replay
-from bloatlab.cli.common import DIRECTORY, add_command, emit, formatter, need_root
+from bloatlab.cli.common import DIRECTORY, add_command, emit, formatter, need_root, note
 from bloatlab.errors import BloatlabError
 from bloatlab.specs.units import parse_duration_ns, parse_rate
 
@@ -50,6 +50,27 @@ def cmd_bench_sim(args: argparse.Namespace) -> int:
     return 1 if any(line.startswith("MISS") for line in doc["targets"]) else 0
 
 
+def cmd_bench_machine(args: argparse.Namespace) -> int:
+    from bloatlab.lab import bench_machine as bm  # builds networks: imported when it runs
+
+    names = bm.parse_only(args.only)
+    limits = bm.parse_limits(args.target or [])
+    rates = [parse_rate(r.strip(), "--rates") for r in args.rates.split(",") if r.strip()]
+    if not rates or None in rates:
+        raise BloatlabError("give shaped rates, e.g. 1gbit,2gbit (not unlimited)", field="--rates")
+    duration_s = parse_duration_ns(args.duration, "--duration", allow_zero=False) / 1e9
+    if duration_s < 2:
+        raise BloatlabError("at least 2s, so that the slow start can be left out", field="--duration")
+    if not 1 <= args.rounds <= 20:
+        raise BloatlabError(f"{args.rounds} is out of range; give 1 to 20", field="--rounds")
+    need_root("bench machine")
+    out_dir = Path(args.out or f"results/bench-machine-{time.strftime('%Y%m%d-%H%M%S')}")
+    doc = bm.run_machine(names, limits, rates, duration_s, args.rounds, out_dir,
+                         say=lambda line: note(args, line))
+    emit(args, doc, f"{bm.render(doc)}\n\nresults: {out_dir}/bench-machine.txt and bench-machine.json")
+    return 0 if all(t["ok"] for t in doc["targets"]) else 1
+
+
 def add_parsers(commands: argparse._SubParsersAction) -> None:
     parser = commands.add_parser("bench", help="benchmarks of bloatlab itself", formatter_class=formatter,
                                  description="Benchmarks of bloatlab itself. Each exits with status 1 when a "
@@ -87,4 +108,31 @@ def add_parsers(commands: argparse._SubParsersAction) -> None:
     sim.add_argument("--duration", default="60s", help="the simulated and emulated length (default: %(default)s)")
     sim.add_argument("--no-emulated", action="store_true", help="simulate only: no baseline, no root")
     sim.add_argument("--out", metavar="DIR", type=Path, help="where both runs go").complete = DIRECTORY
+    machine = add_command(
+        benchmarks, "machine", cmd_bench_machine, "bloatlab against this machine's own baselines, in the same run",
+        "Measures bloatlab beside what this machine does without it, minutes apart: a kernel bridge and\n"
+        "a plain veth pair (and htb where the kernel has it), the overshoot of a 50 us sleep, plain `ip`\n"
+        "calls and Python's start-up. Each target is a ratio or a difference to its baseline:\n\n"
+        "  unlimited_tcp  >= 0.95  userspace link's TCP goodput / the kernel bridge's\n"
+        "  shaped_tcp     >= 0.80  the best shaped TCP goodput within 3% of its rate / the bridge's\n"
+        "  shaped_udp     >= 0.97  the worst UDP share of capacity over --rates\n"
+        "  idle_rtt       <= 0.05  ms of idle RTT added over the delays, beyond a plain veth's RTT\n"
+        "  lateness       <= 20    us of departure lateness p99 beyond the timer's p99 (1 Gbit/s, 10 ms)\n"
+        "  loaded_rtt     <= 0.05  relative error of RTT p99 under load against base + queue / rate\n"
+        "  up_down        <= 0.5   s for `up` then `down` of h1 - s0 - h2\n"
+        "  run_overhead   <= 2.0   s a cs244 run takes beyond its duration\n\n"
+        "Exit status 0 when every target holds, 1 when one misses (a figure not measured misses).\n"
+        "Takes about 3 minutes; needs root. docs/datapath.md has the figures per release.",
+        ["sudo bloatlab bench machine",
+         "sudo bloatlab bench machine --only up_down,run_overhead --json",
+         "sudo bloatlab bench machine --target lateness=100   # a looser limit on a busy machine"])
+    machine.add_argument("--only", metavar="NAMES", help="comma-separated targets to measure (default: all)")
+    machine.add_argument("--target", action="append", metavar="NAME=LIMIT",
+                         help="another limit for a target, in its unit (repeatable)")
+    machine.add_argument("--rates", default="500mbit,1gbit,1500mbit,2gbit,2500mbit",
+                         help="the shaped rates of shaped_tcp and shaped_udp (default: %(default)s)")
+    machine.add_argument("--duration", default="3s", help="how long each link case measures (default: %(default)s)")
+    machine.add_argument("--rounds", type=int, default=3, metavar="N",
+                         help="alternating rounds of the unlimited cases, judged on the median (default: %(default)s)")
+    machine.add_argument("--out", metavar="DIR", type=Path, help="where the results go").complete = DIRECTORY
     replay.add_bench_parser(benchmarks)

@@ -72,6 +72,8 @@ class RunRecord:
     tcp_probe: str = "none"  # tracepoint, ss or none
     tcp_lost_events: int | None = None
     datapath_stats: dict[str, dict[str, Any]] = field(default_factory=dict)  # per userspace direction
+    # The machine's timer as the datapath met it at the start (testbed.datapath.timer_overshoot).
+    timer: dict[str, Any] | None = None
     snapshots: dict[str, Any] = field(default_factory=dict)  # per node: qdiscs and sysctls at the start
     machine: dict[str, Any] = field(default_factory=dict)
     tools: dict[str, str | None] = field(default_factory=dict)

@@ -94,6 +94,8 @@ class CaseResult:
     tcp_window: list[DeliveredSample] = field(default_factory=list)
     tcp_retransmits: int | None = None
     peak_rtt_ms: float | None = None
+    # p99 of the pings under that flow: the peak without the one ping a stall of the machine delayed.
+    loaded_rtt_p99_ms: float | None = None
     expected_peak_rtt_ms: float | None = None
     udp_received_mbps: float | None = None
     udp_capacity_mbps: float | None = None
@@ -308,6 +310,9 @@ def _measure(net: Network, case: Case, res: CaseResult, duration_s: float,
         # A ping waits behind a full queue and the frame on the wire.
         res.expected_peak_rtt_ms = res.min_rtt_ms + ser_ms(queue_packets(case) * FRAME_BYTES)
     res.peak_rtt_ms = max((r.rtt_ms for r in loaded), default=None)
+    if loaded:
+        rtts = sorted(r.rtt_ms for r in loaded)
+        res.loaded_rtt_p99_ms = rtts[round(0.99 * (len(rtts) - 1))]
     # 3. UDP just above the rate: the receiver should get the link's payload capacity.
     if rate:
         before = udp_rcvbuf_errors(net, "h2")

@@ -39,7 +39,7 @@ from bloatlab.results.files import RunDir
 from bloatlab.specs.experiment import SweepPlan
 from bloatlab.specs.model import Bulk, Experiment, Web
 from bloatlab.testbed import netns, state
-from bloatlab.testbed.datapath import capture_warnings, lag_warnings
+from bloatlab.testbed.datapath import capture_warnings, lag_warnings, timer_overshoot
 from bloatlab.testbed.links.base import Captures
 from bloatlab.testbed.machine import machine, snapshot, tool_versions
 from bloatlab.testbed.network import DP_NODE, Network
@@ -129,6 +129,8 @@ class Run:
             record.snapshots[DP_NODE] = snapshot(self.net.datapath_namespace)
         self.probes = RunProbes(exp, self.net, self.dir.raw, record.ports, record.tcp_probe, self._queue_sources())
         self.probes.start()
+        if self.net.datapath is not None:  # the baseline its departures' lateness is judged by
+            record.timer = timer_overshoot()
 
         # A callable progress is told the seconds into the run (a sweep draws one bar for all).
         bar = Progress(exp.duration_s, exp.name) if self.progress is True else None
@@ -203,7 +205,7 @@ class Run:
             record.backends = list(self.net.backends)  # chosen before building, so known if the build failed
             record.host_cc = dict(self.net.host_cc)
         record.datapath_stats = self._datapath_stats()
-        record.warnings += lag_warnings(record.datapath_stats) + capture_warnings(record.datapath_stats)
+        record.warnings += lag_warnings(record.datapath_stats, record.timer) + capture_warnings(record.datapath_stats)
         record.machine, record.tools = machine(), tool_versions()
         return record
 

@@ -10,6 +10,7 @@ from bloatlab.experiment.record import QUEUE_NUMBERS, RunRecord
 from bloatlab.results.files import RunDir
 from bloatlab.results.stats import FETCH_STATS, RTT_STATS, bufferbloat, describe
 from bloatlab.specs import dscp
+from bloatlab.testbed.datapath import lateness
 from bloatlab.testbed.links.base import capture_file
 from bloatlab.version import __version__
 
@@ -44,6 +45,8 @@ def summary(record: RunRecord) -> dict[str, Any]:
         doc["bufferbloat"] = bufferbloat(*latency)
     if record.experiment.probes.pcap:
         doc["pcap"] = captures(record)
+    if (late := lateness(record.datapath_stats, record.timer)) is not None:
+        doc["lateness"] = late
     return doc
 
 
@@ -127,6 +130,7 @@ def run_document(record: RunRecord) -> dict[str, Any]:
                   for h in exp.topology.hosts],
         "links": links,
         "datapath_stats": record.datapath_stats,
+        "timer": record.timer,
         "flows": flows,
         "probes": {"tcp": record.tcp_probe, "queue": {name: q.source for name, q in record.queues.items()},
                    "tcp_lost_events": record.tcp_lost_events},

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from bloatlab import proc
-from bloatlab.errors import MachineError
+from bloatlab.errors import BloatlabError, MachineError
 from bloatlab.specs.model import DirectionSpec
 from bloatlab.testbed import capabilities
 
@@ -156,19 +156,63 @@ def _last_line(path: Path) -> str:
 # Departures this late are no longer the emulator's timing noise: at 10 Mbit/s a millisecond is
 # almost a full frame's time on the wire, and the lag adds to every RTT the run reports.
 LAG_WARN_NS = 1_000_000
+# The machine's own timer, the baseline a departure's punctuality is judged by: a link thread
+# sleeps until just before each departure, so it can be no later than a wake-up of this machine.
+# 50 us is a departure gap at 250 Mbit/s; 400 sleeps take 20-40 ms.
+TIMER_SLEEP_NS = 50_000
+TIMER_SLEEPS = 400
+# What a link thread adds to a wake-up: reading its ring and handing the frame to the kernel.
+TIMER_ALLOWANCE_US = 20.0
 
 
-def lag_warnings(stats: dict[str, dict[str, Any]]) -> list[str]:
+def timer_overshoot(sleep_ns: int = TIMER_SLEEP_NS, count: int = TIMER_SLEEPS) -> dict[str, Any] | None:
+    """How late this machine wakes a sleeping thread, as a link thread sleeps (`bloatlab-link
+    --timer`): {"sleep_ns", "count", "p50_ns", "p99_ns", "max_ns"}; None without the binary."""
+    try:
+        binary = capabilities.binary(BINARY_NAME)
+        done = proc.run([str(binary), "--timer", str(sleep_ns), str(count)], timeout_s=10 + count * sleep_ns / 1e9 * 20)
+        return json.loads(done.stdout)
+    except (BloatlabError, json.JSONDecodeError):  # a machine or command error: the run goes on without it
+        return None
+
+
+def lateness(stats: dict[str, dict[str, Any]], timer: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The run's worst departure lateness (p99 of the direction where it is highest) beside what
+    the machine allows: its timer's p99 overshoot plus TIMER_ALLOWANCE_US. None without a
+    userspace direction that sent anything."""
+    late = {name: d["depart_error_ns"] for name, d in stats.items() if d.get("depart_error_ns", {}).get("count")}
+    if not late:
+        return None
+    worst = max(late, key=lambda name: late[name].get("p99", 0))
+    doc: dict[str, Any] = {"direction": worst, "p99_us": late[worst]["p99"] / 1e3, "max_us": late[worst].get("max", 0) / 1e3,
+                           "timer_p99_us": None, "allowed_us": None, "within": None}
+    if timer and timer.get("p99_ns") is not None:
+        doc["timer_p99_us"] = timer["p99_ns"] / 1e3
+        doc["allowed_us"] = doc["timer_p99_us"] + TIMER_ALLOWANCE_US
+        doc["within"] = doc["p99_us"] <= doc["allowed_us"]
+    return doc
+
+
+def lag_warnings(stats: dict[str, dict[str, Any]], timer: dict[str, Any] | None = None) -> list[str]:
     """What the run's numbers owe to the userspace datapath falling behind, per direction:
-    departures late by a millisecond or more at p99 (a queue no link asked for), and frames
-    lost outside the emulated link (its input ring full, or refused on the way out)."""
+    departures late by a millisecond or more at p99 (a queue no link asked for), each judged
+    against the machine's own timer, and frames lost outside the emulated link (its input ring
+    full, or refused on the way out)."""
     out = []
+    allowed_ns = timer["p99_ns"] + TIMER_ALLOWANCE_US * 1e3 if timer and timer.get("p99_ns") is not None else None
     for name, d in stats.items():
         late = d.get("depart_error_ns", {})
         if late.get("p99", 0) >= LAG_WARN_NS:
+            if allowed_ns is None:
+                why = "the machine was short of CPU for this traffic"
+            elif late["p99"] <= allowed_ns:
+                why = (f"within what this machine allows: its own timer woke {timer['p99_ns'] / 1e3:.0f} us late at p99 "
+                       "for a 50 us sleep, so the machine, not the datapath, set this")
+            else:
+                why = (f"beyond what this machine allows ({allowed_ns / 1e3:.0f} us: its timer's p99 "
+                       f"{timer['p99_ns'] / 1e3:.0f} us + {TIMER_ALLOWANCE_US:.0f}); the datapath was short of CPU for this traffic")
             out.append(f"{name}: the datapath fell behind: departures {late['p99'] / 1e6:.1f} ms late at p99 "
-                       f"(max {late.get('max', 0) / 1e6:.1f} ms), delay no link asked for; "
-                       "the machine was short of CPU for this traffic")
+                       f"(max {late.get('max', 0) / 1e6:.1f} ms), delay no link asked for; {why}")
         drops = d.get("drops", {})
         lost = drops.get("rx_overrun", 0) + drops.get("tx_error", 0)
         if lost:

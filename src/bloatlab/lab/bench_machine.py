@@ -1,0 +1,320 @@
+"""`bloatlab bench machine`: bloatlab judged against the machine it runs on, in the same run.
+
+Absolute targets cannot be judged on a shared machine whose kernel bridge runs 3 Gbit/s one day
+and 7 the next. So each figure here is set beside a baseline this machine produced minutes
+before, and the target is on the ratio or the difference (docs/datapath.md):
+
+  unlimited_tcp  bloatlab-link unlimited, TCP goodput / a kernel bridge's       >= 0.95
+  shaped_tcp     the highest shaped rate whose TCP goodput is within 3% of its
+                 capacity, that goodput / the bridge's                          >= 0.80
+  shaped_udp     the worst share of capacity UDP got at the shaped rates        >= 0.97
+  idle_rtt       idle RTT added over the configured delays, ms, minus the
+                 plain veth pair's RTT (1 Gbit/s, 10 ms each way)               <= 0.05
+  lateness       departure lateness p99, us, minus the machine's timer
+                 overshoot p99 for a 50 us sleep (1 Gbit/s, 10 ms)             <= 20
+  loaded_rtt     RTT p99 under a saturating TCP flow against physics (base +
+                 queue x 8 / rate), relative error (1 Gbit/s, 10 ms)            <= 0.05
+  up_down        `up` then `down` of h1 - s0 - h2, s (beside the same
+                 namespaces and veths made by plain `ip` calls)                 <= 0.5
+  run_overhead   a cs244 run's wall time beyond its duration, s                 <= 2.0
+
+The cases are bench link's (lab/bench.py): one link between two hosts, measured the same way.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from bloatlab.errors import BloatlabError
+from bloatlab.lab.bench import Case, CaseResult, run_case
+from bloatlab.specs.experiment import load_preset
+from bloatlab.specs.units import format_rate
+from bloatlab.testbed import capabilities
+from bloatlab.testbed.datapath import TIMER_ALLOWANCE_US, TIMER_SLEEP_NS, timer_overshoot
+from bloatlab.testbed.network import PREFIX, Network
+from bloatlab.version import __version__
+
+
+@dataclass(frozen=True)
+class Limit:
+    value: float
+    at_least: bool  # the figure passes at or above the limit; else at or below
+    unit: str
+    what: str
+
+
+LIMITS: dict[str, Limit] = {
+    "unlimited_tcp": Limit(0.95, True, "x", "unlimited TCP goodput / the kernel bridge's"),
+    "shaped_tcp": Limit(0.80, True, "x", "best shaped TCP goodput within 3% of its rate / the bridge's"),
+    "shaped_udp": Limit(0.97, True, "x", "worst UDP share of capacity at the shaped rates"),
+    "idle_rtt": Limit(0.05, False, "ms", "idle RTT added over the delays, minus a plain veth pair's RTT"),
+    "lateness": Limit(TIMER_ALLOWANCE_US, False, "us", "departure lateness p99 minus the timer's p99 overshoot"),
+    "loaded_rtt": Limit(0.05, False, "x", "RTT p99 under load against base + queue / rate, relative error"),
+    "up_down": Limit(0.5, False, "s", "up + down of h1 - s0 - h2"),
+    "run_overhead": Limit(2.0, False, "s", "a cs244 run's wall time beyond its duration"),
+}
+WITHIN = 0.03  # "within 3% of its setting"
+DELAY_CASE = (1_000_000_000, 10_000_000)  # 1 Gbit/s, 10 ms each way
+RUN_DURATION_S = 5
+TIMER_COUNT = 2000
+
+
+@dataclass
+class Target:
+    name: str
+    value: float | None  # what is judged: a ratio or a difference to the baseline
+    limit: float
+    figure: str  # bloatlab's own number, with its unit
+    baseline: str  # the machine's, from the same run
+    detail: str = ""
+
+    @property
+    def ok(self) -> bool:
+        if self.value is None:
+            return False
+        return self.value >= self.limit if LIMITS[self.name].at_least else self.value <= self.limit
+
+    def line(self) -> str:
+        lim = LIMITS[self.name]
+        value = "-" if self.value is None else f"{self.value:.3f}"
+        sign = ">=" if lim.at_least else "<="
+        return (f"{'ok  ' if self.ok else 'MISS'} {self.name:13} {value:>8} {sign} {self.limit:g} {lim.unit:2} | "
+                f"{self.figure} against {self.baseline}" + (f" ({self.detail})" if self.detail else ""))
+
+
+def parse_limits(texts: list[str]) -> dict[str, float]:
+    """--target NAME=LIMIT, each checked: a known target and a number."""
+    out = {}
+    for text in texts:
+        name, eq, value = text.partition("=")
+        name = name.strip()
+        if not eq or name not in LIMITS:
+            raise BloatlabError(f"{text!r} is not NAME=LIMIT with NAME one of {', '.join(LIMITS)}", field="--target")
+        try:
+            out[name] = float(value)
+        except ValueError:
+            raise BloatlabError(f"{value.strip()!r} is not a number; give e.g. {name}={LIMITS[name].value:g}",
+                                field="--target") from None
+    return out
+
+
+def parse_only(text: str | None) -> list[str]:
+    if not text:
+        return list(LIMITS)
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    if unknown := [n for n in names if n not in LIMITS]:
+        raise BloatlabError(f"unknown target {unknown[0]!r}; give some of {', '.join(LIMITS)}", field="--only")
+    return names
+
+
+# The measurements ------------------------------------------------------------------------------
+
+def _median(values: list[float]) -> float | None:
+    return statistics.median(values) if values else None
+
+
+def _tcp(results: list[CaseResult], backend: str, rate: int | None = None, delay: int = 0) -> list[float]:
+    return [r.tcp_goodput_mbps for r in results if r.case.backend == backend and r.case.rate_bps == rate
+            and r.case.delay_ns == delay and r.tcp_goodput_mbps]
+
+
+def plain_ip_s(tag: str) -> float:
+    """The machine's own floor for building h1 - s0 - h2: three namespaces and two veth pairs
+    made, addressed, brought up and removed by plain `ip` calls, as Mininet does, with nothing
+    of bloatlab's (no datapath, no checks, no waiting for carriers)."""
+    names = [f"{PREFIX}-{tag}-{n}" for n in ("h1", "s0", "h2")]
+    t = time.monotonic()
+    try:
+        for ns in names:
+            subprocess.run(["ip", "netns", "add", ns], check=True)
+        for i, (a, b) in enumerate(((names[0], names[1]), (names[1], names[2]))):
+            subprocess.run(["ip", "-n", a, "link", "add", f"v{i}a", "type", "veth", "peer", "name", f"v{i}b",
+                            "netns", b], check=True)
+            for ns, dev, addr in ((a, f"v{i}a", f"10.9.{i}.1/24"), (b, f"v{i}b", f"10.9.{i}.2/24")):
+                subprocess.run(["ip", "-n", ns, "addr", "add", addr, "dev", dev], check=True)
+                subprocess.run(["ip", "-n", ns, "link", "set", dev, "up"], check=True)
+    finally:
+        for ns in names:
+            subprocess.run(["ip", "netns", "del", ns], stderr=subprocess.DEVNULL)
+    return time.monotonic() - t
+
+
+def up_down_s(tag: str) -> tuple[float, float]:
+    """bloatlab's `up` and `down` of cs244's h1 - s0 - h2, timed apart."""
+    net = Network(load_preset("cs244").topology, tag)
+    t = time.monotonic()
+    try:
+        net.up()
+        up = time.monotonic() - t
+    finally:
+        t = time.monotonic()
+        net.down()
+    return up, time.monotonic() - t
+
+
+def run_overhead_s(out_dir: Path) -> tuple[float, float]:
+    """The whole command a user types, `bloatlab run --preset cs244`, RUN_DURATION_S long:
+    (its wall time, Python's own start-up: `python -c pass`)."""
+    t = time.monotonic()
+    subprocess.run([sys.executable, "-c", "pass"], check=True)
+    python_s = time.monotonic() - t
+    t = time.monotonic()
+    done = subprocess.run([sys.executable, "-m", "bloatlab", "run", "--preset", "cs244", "--set",
+                           f"duration={RUN_DURATION_S}s", "--out", str(out_dir / "run"), "--quiet"],
+                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    wall = time.monotonic() - t
+    if done.returncode != 0:
+        raise BloatlabError(f"the timed run failed: {done.stderr.strip().splitlines()[-1:]}", field="run_overhead")
+    return wall, python_s
+
+
+def _plan(names: list[str], rates: list[int], rounds: int) -> list[Case]:
+    """The link cases the chosen targets need, the unlimited ones in alternating rounds (their
+    throughput is CPU-bound and one run each of the pair varies by a fifth here)."""
+    cases: list[Case] = []
+    need = set(names)
+    if need & {"unlimited_tcp", "shaped_tcp", "shaped_udp"}:
+        rounds_here = rounds if "unlimited_tcp" in need else 1
+        for n in range(1, rounds_here + 1):
+            tag = n if rounds_here > 1 else None
+            if "unlimited_tcp" in need:
+                cases.append(Case("userspace", None, 0, tag))
+            cases.append(Case("kernel", None, 0, tag))  # the bridge
+            cases.append(Case("veth", None, 0, tag))
+    if need & {"shaped_tcp", "shaped_udp"}:
+        cases += [Case("userspace", rate, 0) for rate in rates]
+        if capabilities.kernel_qdiscs().get("htb"):
+            cases.append(Case("kernel", 1_000_000_000, 0))  # htb at 1 Gbit/s, for context
+    if need & {"idle_rtt", "lateness", "loaded_rtt"}:
+        cases.append(Case("userspace", *DELAY_CASE))
+        if not any(c.backend == "veth" for c in cases):
+            cases.append(Case("veth", None, 0))
+    return cases
+
+
+def run_machine(names: list[str], limits: dict[str, float], rates: list[int], duration_s: float, rounds: int,
+                out_dir: Path, say: Callable[[str], None]) -> dict[str, Any]:
+    """Every measurement the targets in `names` need, then their verdicts; writes
+    OUT/bench-machine.json and .txt and returns the former's document."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    tag = f"bm{os.getpid() % 100000}"
+    timer = timer_overshoot(TIMER_SLEEP_NS, TIMER_COUNT)
+    if timer is None:
+        raise BloatlabError("bloatlab-link --timer failed; build it with `make build`", field="bloatlab-link")
+    say(f"timer: a {TIMER_SLEEP_NS / 1e3:.0f} us sleep overshoots {timer['p50_ns'] / 1e3:.1f} us at p50, "
+        f"{timer['p99_ns'] / 1e3:.1f} us at p99")
+    results: list[CaseResult] = []
+    plan = _plan(names, rates, rounds)
+    for i, case in enumerate(plan, 1):
+        t = time.monotonic()
+        results.append(run_case(case, duration_s, tag, out_dir))
+        r = results[-1]
+        say(f"[{i}/{len(plan)}] {case.label.strip()}: TCP {r.tcp_goodput_mbps or 0:.0f} Mbit/s"
+            + (f", UDP {r.udp_received_mbps:.0f}" if r.udp_received_mbps else "") + f" ({time.monotonic() - t:.0f} s)")
+    extra: dict[str, Any] = {}
+    if "up_down" in names:
+        ups = [up_down_s(tag) for _ in range(3)]
+        extra["up_s"], extra["down_s"] = (_median([u[k] for u in ups]) for k in (0, 1))
+        extra["up_down_s"] = _median([u + d for u, d in ups])
+        extra["plain_ip_s"] = _median([plain_ip_s(tag) for _ in range(3)])
+        say(f"up + down: {extra['up_down_s']:.2f} s (up {extra['up_s']:.2f}, down {extra['down_s']:.2f}); "
+            f"plain ip: {extra['plain_ip_s']:.2f} s")
+    if "run_overhead" in names:
+        with tempfile.TemporaryDirectory(prefix=f"{PREFIX}-bench-", dir=out_dir) as tmp:
+            extra["run_wall_s"], extra["python_s"] = run_overhead_s(Path(tmp))
+        say(f"run: {extra['run_wall_s']:.2f} s for {RUN_DURATION_S} s (python's start-up {extra['python_s']:.2f} s)")
+    targets = verdicts(names, {**{n: LIMITS[n].value for n in names}, **limits}, results, timer, extra)
+    doc = {"bloatlab_version": __version__, "kernel": os.uname().release, "cpus": os.cpu_count(),
+           "date": time.strftime("%Y-%m-%d"), "duration_s": duration_s, "timer": timer, **extra,
+           "targets": [{**asdict(t), "ok": t.ok, "unit": LIMITS[t.name].unit, "at_least": LIMITS[t.name].at_least}
+                       for t in targets],
+           "results": [asdict(r) for r in results]}
+    (out_dir / "bench-machine.json").write_text(json.dumps(doc, indent=2))
+    (out_dir / "bench-machine.txt").write_text(render(doc) + "\n")
+    return doc
+
+
+def verdicts(names: list[str], limits: dict[str, float], results: list[CaseResult], timer: dict[str, Any],
+             extra: dict[str, Any]) -> list[Target]:
+    """Each chosen target on this run's figures; a figure not measured is a miss, not a pass."""
+    bridge = _median(_tcp(results, "kernel"))
+    veth = _median(_tcp(results, "veth"))
+    base = f"the bridge's {bridge:.0f} Mbit/s" if bridge else "the bridge (not measured)"
+    shaped = sorted((r for r in results if r.case.backend == "userspace" and r.case.rate_bps and not r.case.delay_ns),
+                    key=lambda r: r.case.rate_bps or 0)
+    delayed = next((r for r in results if r.case.backend == "userspace" and r.case.delay_ns), None)
+    veth_rtt = _median([r.min_rtt_ms for r in results if r.case.backend == "veth" and r.min_rtt_ms is not None])
+    out = []
+    for name in names:
+        limit = limits[name]
+        if name == "unlimited_tcp":
+            ratios = [u / b for u, b in zip(_tcp(results, "userspace"), _tcp(results, "kernel"))]
+            mine = _median(_tcp(results, "userspace"))
+            out.append(Target(name, _median(ratios), limit, f"{mine or 0:.0f} Mbit/s", base,
+                              f"median of {len(ratios)} rounds; plain veth {veth or 0:.0f} Mbit/s"))
+        elif name == "shaped_tcp":
+            good = [r for r in shaped if r.tcp_goodput_mbps and r.tcp_capacity_mbps
+                    and r.tcp_goodput_mbps >= (1 - WITHIN) * r.tcp_capacity_mbps]
+            best = good[-1] if good else None
+            shares = ", ".join(f"{format_rate(r.case.rate_bps)} {100 * (r.tcp_goodput_mbps or 0) / (r.tcp_capacity_mbps or 1):.1f}%"
+                               for r in shaped)
+            value = (best.tcp_goodput_mbps or 0) / bridge if best and bridge else (0.0 if bridge else None)
+            figure = f"{best.tcp_goodput_mbps:.0f} Mbit/s at {format_rate(best.case.rate_bps)}" if best else "no rate within 3%"
+            out.append(Target(name, value, limit, figure, base, f"share of capacity: {shares}"))
+        elif name == "shaped_udp":
+            shares = [(r, r.udp_received_mbps / r.udp_capacity_mbps) for r in shaped
+                      if r.udp_received_mbps and r.udp_capacity_mbps]
+            worst = min(shares, key=lambda s: s[1]) if shares else None
+            drops = sum(r.udp_rcvbuf_drops or 0 for r in shaped)
+            out.append(Target(name, worst[1] if worst else None, limit,
+                              f"{100 * worst[1]:.1f}% at {format_rate(worst[0].case.rate_bps)}" if worst else "-",
+                              "each rate's capacity",
+                              ", ".join(f"{format_rate(r.case.rate_bps)} {100 * s:.1f}%" for r, s in shares)
+                              + (f"; the receiving socket dropped {drops} datagrams (host CPU)" if drops else "")))
+        elif name == "idle_rtt":
+            added = delayed.min_rtt_ms - delayed.expected_min_rtt_ms if delayed and delayed.min_rtt_ms is not None \
+                and delayed.expected_min_rtt_ms is not None else None
+            value = added - veth_rtt if added is not None and veth_rtt is not None else None
+            out.append(Target(name, value, limit, f"+{added:.3f} ms over 20 ms" if added is not None else "-",
+                              f"the plain veth's {veth_rtt:.3f} ms" if veth_rtt is not None else "the veth (not measured)"))
+        elif name == "lateness":
+            p99 = delayed.depart_error_p99_us if delayed else None
+            tp99 = timer["p99_ns"] / 1e3
+            out.append(Target(name, p99 - tp99 if p99 is not None else None, limit,
+                              f"p99 {p99:.1f} us" if p99 is not None else "-",
+                              f"the timer's p99 {tp99:.1f} us (p50 {timer['p50_ns'] / 1e3:.1f})"))
+        elif name == "loaded_rtt":
+            p99 = delayed.loaded_rtt_p99_ms if delayed else None
+            physics = delayed.expected_peak_rtt_ms if delayed else None
+            out.append(Target(name, abs(p99 / physics - 1) if p99 and physics else None, limit,
+                              f"p99 {p99:.1f} ms" if p99 else "-", f"physics {physics:.1f} ms" if physics else "-",
+                              f"max {delayed.peak_rtt_ms:.1f} ms" if delayed and delayed.peak_rtt_ms else ""))
+        elif name == "up_down":
+            out.append(Target(name, extra.get("up_down_s"), limit, f"{extra.get('up_down_s', 0):.2f} s",
+                              f"plain ip calls {extra.get('plain_ip_s', 0):.2f} s",
+                              f"up {extra.get('up_s', 0):.2f}, down {extra.get('down_s', 0):.2f}; median of 3"))
+        elif name == "run_overhead":
+            wall = extra.get("run_wall_s")
+            out.append(Target(name, wall - RUN_DURATION_S if wall is not None else None, limit,
+                              f"{wall or 0:.2f} s for a {RUN_DURATION_S} s run", f"python's start-up {extra.get('python_s', 0):.2f} s"))
+    return out
+
+
+def render(doc: dict[str, Any]) -> str:
+    timer = doc["timer"]
+    head = (f"bloatlab {doc['bloatlab_version']} on {doc['kernel']}, {doc['cpus']} CPUs, {doc['date']}; "
+            f"timer: a 50 us sleep overshoots {timer['p50_ns'] / 1e3:.1f} us p50, {timer['p99_ns'] / 1e3:.1f} us p99")
+    lines = [head, ""]
+    lines += [Target(**{k: t[k] for k in ("name", "value", "limit", "figure", "baseline", "detail")}).line()
+              for t in doc["targets"]]
+    return "\n".join(lines)

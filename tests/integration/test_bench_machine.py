@@ -1,0 +1,47 @@
+"""`bloatlab bench machine` as a user or CI gates on it: its exit status follows its targets,
+and its JSON carries each figure beside the baseline this machine gave in the same run."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from bloatlab.testbed import netns
+
+pytestmark = pytest.mark.netns
+
+
+def bench(tmp_path, *args: str) -> tuple[int, dict]:
+    done = subprocess.run([sys.executable, "-m", "bloatlab", "bench", "machine", "--json", "--out", str(tmp_path / "b"),
+                           *args], capture_output=True, text=True, timeout=300)
+    assert done.stdout, done.stderr
+    assert not [ns for ns in netns.list_namespaces() if ns.startswith(("bloatlab.bm", "bloatlab-bm"))]
+    return done.returncode, json.loads(done.stdout)
+
+
+def test_an_impossible_target_exits_1(tmp_path):
+    status, doc = bench(tmp_path, "--only", "up_down", "--target", "up_down=0.0001")
+    [t] = doc["targets"]
+    assert status == 1 and t["name"] == "up_down" and t["ok"] is False and t["limit"] == 0.0001
+    # Measured for real: bloatlab's up + down, and the machine's own ip calls beside it.
+    assert 0.05 < doc["up_down_s"] == t["value"] < 30 and doc["up_s"] + doc["down_s"] == pytest.approx(
+        doc["up_down_s"], rel=0.5)
+    assert 0 < doc["plain_ip_s"] < doc["up_down_s"]
+    assert doc["timer"]["count"] == 2000 and 0 <= doc["timer"]["p50_ns"] <= doc["timer"]["p99_ns"]
+    assert (tmp_path / "b" / "bench-machine.json").exists() and "MISS up_down" in (
+        tmp_path / "b" / "bench-machine.txt").read_text()
+
+
+def test_the_delay_targets_are_figures_beside_their_baselines(tmp_path):
+    # Limits loose enough for any machine: this checks the figures, not this machine's speed.
+    status, doc = bench(tmp_path, "--only", "idle_rtt,lateness,loaded_rtt", "--duration", "2s",
+                        "--target", "idle_rtt=5", "--target", "lateness=1e9", "--target", "loaded_rtt=0.5")
+    targets = {t["name"]: t for t in doc["targets"]}
+    assert status == 0 and all(t["ok"] for t in targets.values()), targets
+    [case] = [r for r in doc["results"] if r["case"]["backend"] == "userspace"]
+    assert case["case"]["rate_bps"] == 10**9 and case["case"]["delay_ns"] == 10**7
+    # Idle: the 20 ms of delay and little more; under load the 1651-packet queue (one BDP) adds up to 20 ms.
+    assert 20.0 <= case["min_rtt_ms"] < 22 and case["expected_peak_rtt_ms"] == pytest.approx(40, abs=0.5)
+    assert case["min_rtt_ms"] < case["loaded_rtt_p99_ms"] <= case["peak_rtt_ms"]
+    assert targets["lateness"]["value"] == pytest.approx(case["depart_error_p99_us"] - doc["timer"]["p99_ns"] / 1e3)

@@ -148,7 +148,7 @@ def terminate(processes: list[tuple[int, int | None]], timeout_s: float = 2.0) -
                     pass
         deadline = time.monotonic() + wait_s
         while time.monotonic() < deadline and any(alive(p, s) for p, s in hit):
-            time.sleep(0.02)
+            time.sleep(0.005)
         if not any(alive(p, s) for p, s in hit):
             break
     return [pid for pid, _ in hit]

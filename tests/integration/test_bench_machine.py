@@ -44,4 +44,5 @@ def test_the_delay_targets_are_figures_beside_their_baselines(tmp_path):
     # Idle: the 20 ms of delay and little more; under load the 1651-packet queue (one BDP) adds up to 20 ms.
     assert 20.0 <= case["min_rtt_ms"] < 22 and case["expected_peak_rtt_ms"] == pytest.approx(40, abs=0.5)
     assert case["min_rtt_ms"] < case["loaded_rtt_p99_ms"] <= case["peak_rtt_ms"]
+    assert case["min_rtt_ms"] < case["full_queue_rtt_p99_ms"] < 1.5 * case["expected_peak_rtt_ms"]
     assert targets["lateness"]["value"] == pytest.approx(case["depart_error_p99_us"] - doc["timer"]["p99_ns"] / 1e3)

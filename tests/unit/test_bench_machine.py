@@ -59,12 +59,15 @@ def test_udp_is_judged_on_its_worst_rate():
 
 def test_delay_targets_are_judged_against_the_veth_the_timer_and_physics():
     case = tcp("userspace", 900, 1_000_000_000, 10_000_000, min_rtt_ms=20.09, expected_min_rtt_ms=20.0016,
-               depart_error_p99_us=40.0, loaded_rtt_p99_ms=41.0, expected_peak_rtt_ms=40.1, peak_rtt_ms=46.4)
+               depart_error_p99_us=40.0, loaded_rtt_p99_ms=31.7, expected_peak_rtt_ms=40.1, peak_rtt_ms=46.4,
+               full_queue_rtt_p99_ms=41.0)
     veth = tcp("veth", 3800, min_rtt_ms=0.04)
     t = judge([case, veth], ["idle_rtt", "lateness", "loaded_rtt"])
     assert t["idle_rtt"].value == pytest.approx(20.09 - 20.0016 - 0.04) and t["idle_rtt"].ok
     assert t["lateness"].value == pytest.approx(40 - 26) and t["lateness"].ok
+    # Judged behind the full queue; the TCP flow's own figures are context.
     assert t["loaded_rtt"].value == pytest.approx(41.0 / 40.1 - 1) and t["loaded_rtt"].ok
+    assert t["loaded_rtt"].detail == "under TCP: p99 31.7, max 46.4 ms"
     late = judge([tcp("userspace", 900, 10**9, 10**7, depart_error_p99_us=10_760.0), veth], ["lateness"])
     assert late["lateness"].value == pytest.approx(10_734) and not late["lateness"].ok
 

@@ -19,8 +19,9 @@ use crate::socket::{PacketSocket, RxRing, TxBatch};
 
 /// Frames taken from the ring per turn of the loop.
 const RX_BATCH: usize = 64;
-/// Longest sleep, so a stop request is seen promptly even on an idle link.
-const MAX_WAIT_NS: u64 = 50_000_000;
+/// Longest sleep, so a stop request is seen promptly even on an idle link (`down` waits for it;
+/// 100 wake-ups a second of an idle thread cost nothing measurable).
+const MAX_WAIT_NS: u64 = 10_000_000;
 const PUBLISH_EVERY_NS: u64 = 100_000_000;
 /// The most a thread wakes before a departure to spin, however late its wake-ups come.
 const MAX_LEAD_NS: u64 = 500_000;

@@ -235,10 +235,16 @@ fn main() {
     };
     let mut cpu = sched::CpuShare::new();
     while !STOP.load(Ordering::Relaxed) {
-        // Short enough that the first frames after an idle spell soon get fast wake-ups.
-        for _ in 0..4 {
-            std::thread::sleep(StdDuration::from_millis(50));
-            latency.update(clock::monotonic_now().nanos());
+        // Short enough that the first frames after an idle spell soon get fast wake-ups; a stop
+        // is seen within 10 ms (`down` waits for it).
+        for tick in 1..=20 {
+            std::thread::sleep(StdDuration::from_millis(10));
+            if STOP.load(Ordering::Relaxed) {
+                break;
+            }
+            if tick % 5 == 0 {
+                latency.update(clock::monotonic_now().nanos());
+            }
         }
         cpu.review(&RT_GATE);
         report(true, latency.state());

@@ -118,7 +118,7 @@ def add_parsers(commands: argparse._SubParsersAction) -> None:
         "  shaped_udp     >= 0.97  the worst UDP share of capacity over --rates\n"
         "  idle_rtt       <= 0.05  ms of idle RTT added over the delays, beyond a plain veth's RTT\n"
         "  lateness       <= 20    us of departure lateness p99 beyond the timer's p99 (1 Gbit/s, 10 ms)\n"
-        "  loaded_rtt     <= 0.05  relative error of RTT p99 under load against base + queue / rate\n"
+        "  loaded_rtt     <= 0.05  relative error of RTT p99 behind a full queue against base + queue / rate\n"
         "  up_down        <= 0.5   s for `up` then `down` of h1 - s0 - h2\n"
         "  run_overhead   <= 2.0   s a cs244 run takes beyond its duration\n\n"
         "Exit status 0 when every target holds, 1 when one misses (a figure not measured misses).\n"

@@ -96,6 +96,8 @@ class CaseResult:
     peak_rtt_ms: float | None = None
     # p99 of the pings under that flow: the peak without the one ping a stall of the machine delayed.
     loaded_rtt_p99_ms: float | None = None
+    # p99 of the pings behind that link's UDP overload (1.1 x its rate), whose queue stays full.
+    full_queue_rtt_p99_ms: float | None = None
     expected_peak_rtt_ms: float | None = None
     udp_received_mbps: float | None = None
     udp_capacity_mbps: float | None = None
@@ -313,11 +315,17 @@ def _measure(net: Network, case: Case, res: CaseResult, duration_s: float,
     if loaded:
         rtts = sorted(r.rtt_ms for r in loaded)
         res.loaded_rtt_p99_ms = rtts[round(0.99 * (len(rtts) - 1))]
-    # 3. UDP just above the rate: the receiver should get the link's payload capacity.
+    # 3. UDP just above the rate: the receiver should get the link's payload capacity, and the
+    # queue stays full, so pings from the second second on wait behind all of it.
     if rate:
         before = udp_rcvbuf_errors(net, "h2")
+        pinger = net.popen("h1", ["ping", "-i", interval, "-w", "5", dst], stdout=subprocess.PIPE, text=True)
         _, udp_server = _iperf(net, ["-u", "-b", str(int(rate * 1.1)), "-l", str(UDP_PAYLOAD), "-t", "4"],
                                timeout_s=40)
+        full = sorted(r.rtt_ms for r in parse_ping_replies(pinger.communicate(timeout=15)[0])
+                      if r.seq * float(interval) >= 1.5)
+        if full:
+            res.full_queue_rtt_p99_ms = full[round(0.99 * (len(full) - 1))]
         after = udp_rcvbuf_errors(net, "h2")
         res.udp_rcvbuf_drops = after - before if None not in (before, after) else None
         res.udp_received_mbps = received_mbps(udp_server, after_s=1)

@@ -5,6 +5,7 @@ imported when a run writes (a simulated run imports it while its simulation runs
 from __future__ import annotations
 
 import datetime as dt
+import importlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -16,8 +17,21 @@ if TYPE_CHECKING:
     from bloatlab.results.files import RunDir
     from bloatlab.specs.model import Experiment
 
-# What write_outcome uses: imported ahead by a run that has time to spare (lab.simulate).
+# What write_outcome uses: imported ahead by a run that has time to spare (preload_writers).
 WRITERS = ("bloatlab.analysis.plots", "bloatlab.analysis.report", "bloatlab.results.writer")
+
+
+def preload_writers() -> None:
+    """Import what write_outcome uses, and warm the plotting, while a run still runs: 2-3 s of
+    a run's writing otherwise comes after its experiment. Any failure is left for the writing
+    itself to meet and report."""
+    try:
+        for module in WRITERS:
+            importlib.import_module(module)
+        from bloatlab.analysis.plots import warm
+        warm()
+    except Exception:
+        pass
 
 
 @dataclass

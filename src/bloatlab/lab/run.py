@@ -15,11 +15,11 @@ from __future__ import annotations
 import functools
 import logging
 import secrets
+import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from bloatlab.analysis.report import finish_sweep
 from bloatlab.analysis.summary import headline
 from bloatlab.errors import BloatlabError
 from bloatlab.experiment.clock import Clock
@@ -30,14 +30,16 @@ from bloatlab.experiment.running import Running, pick_ports
 from bloatlab.experiment.workloads import check_congestion_controls, check_tools, running
 from bloatlab.interrupts import Interrupts
 from bloatlab.lab.executors import Executor, LocalExecutor, ParallelExecutor, RunResult, Tick
-from bloatlab.lab.outcome import Outcome, default_out, now, write_outcome
+from bloatlab.lab.outcome import Outcome, default_out, now, preload_writers, write_outcome
 from bloatlab.lab.simulate import simulate_experiment
 from bloatlab.sim.driver import build as build_driver
-from bloatlab.lab.sweep import Axis, SweepOutcome, run_sweep
 from bloatlab.progress import Progress
 from bloatlab.results.files import RunDir
 from bloatlab.specs.experiment import SweepPlan
 from bloatlab.specs.model import Bulk, Experiment, Web
+
+if TYPE_CHECKING:
+    from bloatlab.lab.sweep import SweepOutcome
 from bloatlab.testbed import netns, state
 from bloatlab.testbed.datapath import capture_warnings, lag_warnings, timer_overshoot
 from bloatlab.testbed.links.base import Captures
@@ -68,6 +70,7 @@ class Run:
         self.probes: RunProbes | None = None
         self.record = RunRecord(experiment)
         self.stopped_s: float | None = None  # how far the schedule got, when it was cut short
+        self.preload: threading.Thread | None = None
 
     def execute(self) -> Outcome:
         if self.dir.holds_run():
@@ -135,6 +138,10 @@ class Run:
         # A callable progress is told the seconds into the run (a sweep draws one bar for all).
         bar = Progress(exp.duration_s, exp.name) if self.progress is True else None
         tick = bar.update if bar is not None else self.progress if callable(self.progress) else None
+        # What writing the results needs (matplotlib, pandas: 2 s) loads while the run plays,
+        # not after it; the schedule's thread only wakes every 50 ms.
+        self.preload = threading.Thread(target=preload_writers, name="preload-writers", daemon=True)
+        self.preload.start()
         play(self.workloads, exp.duration_s, self.clock, tick)
         if bar is not None:
             bar.finish()
@@ -227,6 +234,8 @@ class Run:
             log.warning("could not write partial results: %s", e)
 
     def _write(self, plots: bool = True) -> Outcome:
+        if self.preload is not None:  # plots fork a child only when no other thread runs
+            self.preload.join()
         return write_outcome(self.dir, self._collect(), svg=self.svg, plots=plots)
 
 
@@ -247,6 +256,10 @@ RUN_OVERHEAD_S = 5.0
 def sweep_experiment(plan: SweepPlan, out: Path, *, repeat: int, resume: bool = False, progress: bool = True,
                      svg: bool = False, command: list[str] | None = None,
                      executor: Executor | None = None) -> SweepOutcome:
+    # The sweep engine reads results (pandas) and finishes with plots: imported when a sweep runs.
+    from bloatlab.analysis.report import finish_sweep
+    from bloatlab.lab.sweep import Axis, run_sweep
+
     """Every point of the plan, `repeat` times each, each run an experiment run into OUT/LABEL/repK
     (docs/sweeps.md); then the aggregate, comparison plots and report of the complete runs."""
     def run_one(values: dict[str, Any], rep: int, run_dir: Path, tick: Tick) -> RunResult:

@@ -11,7 +11,6 @@ It needs no root and builds nothing on the machine: two runs at once never meet.
 from __future__ import annotations
 
 import contextlib
-import importlib
 import sys
 import threading
 import time
@@ -20,7 +19,7 @@ from pathlib import Path
 from bloatlab.errors import BloatlabError
 from bloatlab.experiment.record import RunRecord
 from bloatlab.interrupts import Interrupts
-from bloatlab.lab.outcome import WRITERS, Outcome, now, write_outcome
+from bloatlab.lab.outcome import Outcome, now, preload_writers, write_outcome
 from bloatlab.results.files import RunDir
 from bloatlab.sim import driver, outputs
 from bloatlab.sim.scenario import check, scenario
@@ -69,8 +68,7 @@ def simulate_experiment(experiment: Experiment, out: Path, *, progress: bool | o
     try:
         with Interrupts() if main else contextlib.nullcontext():
             child = driver.start(binary, path, run_dir.raw / "ns3")
-            for module in WRITERS:  # on this core while the simulation runs on another
-                importlib.import_module(module)
+            preload_writers()  # on this core while the simulation runs on another
             driver.finish(child, timeout_s=TIMEOUT_FACTOR * exp.duration_s + 60)
         outputs.collect(run_dir.raw / "ns3", record)
     except KeyboardInterrupt:

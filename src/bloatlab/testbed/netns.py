@@ -6,6 +6,7 @@ the command and the last line it printed on stderr.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import os
 
@@ -61,10 +62,21 @@ def read_sysctl(ns: str, key: str) -> str:
     return proc.output(["sysctl", "-n", key], ns=ns).strip()
 
 
+# Interface numbers for veth ends, two per pair, never the same twice in this process. The
+# kernel starts each new namespace's count at 2, so both ends of a fresh pair get the same
+# ifindex; then a carrier change fails linkwatch's test for an urgent event (its ifindex equals
+# its peer's), and the interface stays without a qdisc, dropping everything, for up to a second.
+# With distinct numbers the ends are running within milliseconds. Above the small numbers the
+# kernel hands out itself (lo, bridges), so they never collide inside a namespace.
+_IFINDEX = itertools.count(1000, 2)
+
+
 def veth_pair(a_ns: str, a_iface: str, b_ns: str, b_iface: str) -> None:
     """A veth pair with one end in each namespace."""
+    index = next(_IFINDEX)
     # Created right in their namespaces: the root namespace never sees them, so no name clash.
-    proc.run(["ip", "link", "add", a_iface, "netns", a_ns, "type", "veth", "peer", "name", b_iface, "netns", b_ns])
+    proc.run(["ip", "link", "add", a_iface, "netns", a_ns, "index", str(index), "type", "veth",
+              "peer", "name", b_iface, "netns", b_ns, "index", str(index + 1)])
 
 
 def offloads_off(ns: str, iface: str) -> None:

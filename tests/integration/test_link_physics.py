@@ -305,13 +305,14 @@ def test_loss_rate_and_its_seed(names, tmp_path):
     measured("loss", success=summary.received / summary.transmitted, fwd_arrivals=fwd["arrivals"],
              fwd_loss_share=fwd["drops"]["loss"] / fwd["arrivals"])
     # Physics: a ping round trip survives two independent 10% losses: 0.9 * 0.9 = 0.81.
-    # Over 500 pings the standard deviation is 1.8 points; 0.72..0.89 is about 5 sigma.
+    # Over 500 pings the standard deviation is 1.8 points; 0.72..0.89 is about 5 sigma, odds
+    # below 1e-6.
     assert summary.transmitted == 500, summary
     assert 0.72 <= summary.received / summary.transmitted <= 0.89, summary
     # The forward direction drops 10% of what arrives (pings and ARP alike): over >= 500
-    # frames the standard deviation is 1.3 points, 0.06..0.14 is 3 sigma.
+    # frames the standard deviation is 1.34 points; 0.04..0.16 is 4.5 sigma, odds of 7e-6.
     assert fwd["arrivals"] >= 500
-    assert 0.06 <= fwd["drops"]["loss"] / fwd["arrivals"] <= 0.14, fwd
+    assert 0.04 <= fwd["drops"]["loss"] / fwd["arrivals"] <= 0.16, fwd
     assert fwd["drops"]["queue_full"] == 0, fwd  # unlimited rate: loss is the only drop
 
     # The same seed draws the same decisions, frame by frame: the queue log lists, in arrival
@@ -320,6 +321,11 @@ def test_loss_rate_and_its_seed(names, tmp_path):
     # decision the n-th frame gets, so the two runs agree on their common prefix.
     for seed, name, log_dir in ((7, "phy-loss2", "b"), (8, "phy-loss3", "c")):
         with Network(two_hosts(seed=seed, **lossy), names(name), qlog_dir=tmp_path / log_dir) as net:
+            # ARP first, as in the first network: an ARP request or reply lost (19% of the
+            # time with 10% loss each way) held the pings behind a 1 s retry, and a run once
+            # had 67 frames where the comparison needs 100. Warm-up frames take draws like
+            # any other, so the sequences still line up from the first frame.
+            warm_up(net)
             ping(net, "h1", "10.0.0.2", "-c", "150", "-i", "0.005", "-W", "0.3", "-q")
     first = loss_pattern(tmp_path / "a" / "h1-h2.forward.qlog")
     again = loss_pattern(tmp_path / "b" / "h1-h2.forward.qlog")

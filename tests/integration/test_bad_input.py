@@ -309,6 +309,16 @@ CONFIG_CASES = [
                  "links[0].forward.trace_path", "empty", id="trace-empty"),
     pytest.param(_both(_set("forward", "rate_bps", None), _set("forward", "trace_path", _trace("5\n3\n"))),
                  "links[0].forward.trace_path", "line 2", id="trace-not-monotonic"),
+    pytest.param(_set("forward", "rate_bps", 10**19), "links[0].forward.rate_bps",
+                 "10000000000000000000 is not from 10000 to 400000000000", id="rate-1e19"),
+    pytest.param(_set("forward", "rate_bps", 9_999), "links[0].forward.rate_bps", "9999 is not from 10000",
+                 id="rate-below-10kbit"),
+    pytest.param(_set("reverse", "delay_ns", 10**10 + 1), "links[0].reverse.delay_ns", "is above 10000000000",
+                 id="delay-over-10s"),
+    pytest.param(_set("forward", "queue.packets", 10**6 + 1), "links[0].forward.queue.packets",
+                 "1000001 is above 1000000", id="queue-over-a-million"),
+    pytest.param(_set("forward", "max_frame_bytes", 10), "links[0].forward.max_frame_bytes", "10 is not from 15",
+                 id="frame-size-too-small"),
     pytest.param(_second_link("l0"), "links[1].name", "names must be unique", id="link-name-twice"),
     pytest.param(_stats_path, "stats_path", "No such file or directory", id="stats-path-in-no-directory"),
 ]
@@ -350,3 +360,133 @@ def test_bloatlab_link_refuses_a_namespace_that_does_not_exist(tmp_path, datapat
     line = one_error_line(run_link(datapath_binary, config, tmp_path), "bloatlab-link")
     assert line.startswith(f"bloatlab-link: error: netns: cannot enter {config['netns']}"), line
     assert not stats_path.exists()
+
+
+# bloatlab-replay's own flags and files, as a script might give them --------------------------
+
+REPLAY_CSV = "t_ns,size_bytes,flow,ecn\n"
+SYNTHETIC = ["--synthetic", "poisson", "--arrival-bps", "12000000", "--size", "1500", "--packets", "1000"]
+REPLAY_CASES = [
+    pytest.param({"rate_bps": 10**19}, SYNTHETIC, "--config", "rate_bps: 10000000000000000000 is not from",
+                 id="replay-rate-1e19"),
+    pytest.param({"delay_ns": 10**11}, SYNTHETIC, "--config", "delay_ns: 100000000000 is above", id="replay-delay"),
+    pytest.param({"loss": -0.1}, SYNTHETIC, "--config", "loss: -0.1 is not a probability", id="replay-loss"),
+    pytest.param({}, ["--arrivals", REPLAY_CSV], "--arrivals", "the header is all there is", id="replay-csv-header-only"),
+    pytest.param({}, ["--arrivals", ""], "--arrivals", "the file is empty", id="replay-csv-empty"),
+    pytest.param({}, ["--arrivals", REPLAY_CSV + "200,100,1,0\n100,100,1,0\n"], "--arrivals",
+                 "line 3, column t_ns: 100 comes before", id="replay-csv-unsorted"),
+    pytest.param({}, ["--arrivals", REPLAY_CSV + "1,100,x,0\n"], "--arrivals", 'column flow: "x" is not a whole number',
+                 id="replay-csv-malformed"),
+    pytest.param({}, [*SYNTHETIC[:2], "--arrival-bps", str(10**19), *SYNTHETIC[4:]], "--arrival-bps",
+                 "is not from 1 to 400000000000000", id="replay-arrival-rate-1e19"),
+    pytest.param({}, [*SYNTHETIC[:2], "--arrival-pps", str(2 * 10**9), *SYNTHETIC[4:]], "--arrival-pps",
+                 "is not from 1 to 1000000000", id="replay-arrival-pps"),
+    pytest.param({}, [*SYNTHETIC[:-1], "0"], "--packets", "0 replays nothing", id="replay-zero-packets"),
+    pytest.param({}, [*SYNTHETIC[:-2], "--duration-ns", "-5"], "--duration-ns", "is not a whole number",
+                 id="replay-negative-duration"),
+    pytest.param({}, [*SYNTHETIC[:5], "70000", *SYNTHETIC[6:]], "--size", "70000 is not from 42 to 65535",
+                 id="replay-size"),
+]
+
+
+@pytest.mark.parametrize("direction_change, flags, field, says", REPLAY_CASES)
+def test_bloatlab_replay_refuses_bad_flags_and_files(tmp_path, direction_change, flags, field, says):
+    try:
+        binary = binaries.find("bloatlab-replay")
+    except MachineError as e:
+        pytest.skip(str(e))
+    config = tmp_path / "direction.json"
+    config.write_text(json.dumps({**direction(), **direction_change}))
+    flags = list(flags)
+    if flags[0] == "--arrivals":  # the CSV's text, into a file
+        (tmp_path / "arrivals.csv").write_text(flags[1])
+        flags[1] = str(tmp_path / "arrivals.csv")
+    out = tmp_path / "out"
+    result = subprocess.run([str(binary), "--config", str(config), "--out", str(out), *flags], capture_output=True,
+                            text=True, timeout=30)
+    line = one_error_line(result, "bloatlab-replay")
+    assert line.startswith(f"bloatlab-replay: error: {field}") or f"error: {field.lstrip('-')}" in line, line
+    assert says in line, line
+    assert not out.exists() or not any(out.iterdir())  # nothing written for a refused replay
+
+
+# `bloatlab run` of a bad spec or flag, and `bloatlab replay` of bad flags -------------------------
+
+GOOD_SPEC = """duration = "5s"
+[topology.hosts.h1]
+[topology.hosts.h2]
+[[topology.links]]
+ends = ["h1", "h2"]
+rate = "10mbit"
+delay = "5ms"
+queue = { discipline = "droptail", packets = 100 }
+[[workloads]]
+kind = "bulk"
+from = "h1"
+to = "h2"
+[[workloads]]
+kind = "ping"
+from = "h1"
+to = "h2"
+interval = "100ms"
+"""
+
+RUN_CASES = [
+    pytest.param(GOOD_SPEC.replace('duration = "5s"', 'duration = "-5s"'), [], "duration", id="spec-negative-duration"),
+    pytest.param(GOOD_SPEC.replace('duration = "5s"', 'duration = "25h"'), [], "duration", id="spec-duration-25h"),
+    pytest.param(GOOD_SPEC.replace('"10mbit"', '"10mbps"'), [], "links[0].rate", id="spec-rate-in-bytes"),
+    pytest.param(GOOD_SPEC.replace('"10mbit"', '"1e19bit"'), [], "links[0].rate", id="spec-rate-1e19"),
+    pytest.param(GOOD_SPEC.replace('packets = 100', 'packets = 0'), [], "links[0].queue", id="spec-queue-zero"),
+    pytest.param(GOOD_SPEC.replace('"droptail"', '"blue"'), [], "links[0].queue", id="spec-unknown-discipline"),
+    pytest.param(GOOD_SPEC.replace('to = "h2"\n[[workloads]]', 'to = "h9"\n[[workloads]]'), [], "workloads[0]",
+                 id="spec-unknown-host"),
+    pytest.param(GOOD_SPEC.replace('kind = "bulk"', 'kind = "torrent"'), [], "workloads[0].kind",
+                 id="spec-unknown-workload"),
+    pytest.param(GOOD_SPEC.replace('interval = "100ms"', 'interval = "1ms"'), [], "workloads[1].interval",
+                 id="spec-ping-too-often"),
+    pytest.param(GOOD_SPEC + "[probes]\nqueue = [\"h1->h9\"]\n", [], "probes.queue", id="spec-probe-unknown-link"),
+    pytest.param(GOOD_SPEC + "nonsense = 1\n", [], "nonsense", id="spec-unknown-key"),
+    pytest.param(GOOD_SPEC.replace("[[workloads]]", "[[workloads", 1), [], "spec.toml: line 9", id="spec-not-toml"),
+    pytest.param(GOOD_SPEC, ["--set", "nosuch=1"], "--set", id="flag-set-unknown-param"),
+    pytest.param(GOOD_SPEC, ["--repeat", "0"], "--repeat", id="flag-repeat-zero"),
+    pytest.param(GOOD_SPEC, ["--pcap", "h1->h9"], "--pcap", id="flag-pcap-unknown-direction"),
+    pytest.param(GOOD_SPEC, ["--backend", "ns4"], None, id="flag-backend-unknown"),
+]
+
+
+@pytest.mark.parametrize("spec, flags, field", RUN_CASES)
+def test_run_of_a_bad_spec_or_flag_builds_nothing(tmp_path, spec, flags, field):
+    path = tmp_path / "spec.toml"
+    path.write_text(spec)
+    out = tmp_path / "out"
+    before = set(netns.list_namespaces())
+    result = subprocess.run([str(BLOATLAB), "run", str(path), "--out", str(out), *flags], capture_output=True,
+                            text=True, timeout=60)
+    line = one_error_line(result, "bloatlab")
+    if field is not None:
+        assert field in line, line
+    assert set(netns.list_namespaces()) == before and not out.exists()
+
+
+REPLAY_CLI_CASES = [
+    pytest.param(["--queue", "discipline=droptail,packets=100", "--rate", "10mbps", "--synthetic", "poisson", "--load", "1.2", "--size", "1500", "--packets", "100"],
+                 "--rate", id="cli-replay-rate-in-bytes"),
+    pytest.param(["--queue", "discipline=droptail,packets=100", "--rate", "10mbit", "--synthetic", "poisson", "--load", "0", "--size", "1500", "--packets", "100"],
+                 "--load", id="cli-replay-load-zero"),
+    pytest.param(["--queue", "discipline=droptail,packets=100", "--rate", "10mbit", "--synthetic", "poisson", "--load", "1.2", "--size", "20", "--packets", "100"],
+                 "--size", id="cli-replay-size-below-headers"),
+    pytest.param(["--queue", "discipline=droptail,packets=100", "--rate", "10mbit", "--synthetic", "bursty", "--load", "1.2", "--size", "1500", "--packets", "100"],
+                 "--synthetic", id="cli-replay-unknown-process"),
+    pytest.param(["--rate", "10mbit", "--queue", "discipline=codel,target=-5ms", "--synthetic", "poisson", "--load",
+                  "1.2", "--size", "1500", "--packets", "100"], "--queue", id="cli-replay-negative-target"),
+]
+
+
+@pytest.mark.parametrize("flags, field", REPLAY_CLI_CASES)
+def test_replay_of_bad_flags_writes_nothing(tmp_path, flags, field):
+    out = tmp_path / "out"
+    result = subprocess.run([str(BLOATLAB), "replay", *flags, "--out", str(out)], capture_output=True, text=True,
+                            timeout=60)
+    line = one_error_line(result, "bloatlab")
+    assert field in line, line
+    assert not out.exists() or not any(out.iterdir())

@@ -16,7 +16,7 @@ def bench(tmp_path, *args: str) -> tuple[int, dict]:
     done = subprocess.run([sys.executable, "-m", "bloatlab", "bench", "machine", "--json", "--out", str(tmp_path / "b"),
                            *args], capture_output=True, text=True, timeout=300)
     assert done.stdout, done.stderr
-    assert not [ns for ns in netns.list_namespaces() if ns.startswith(("bloatlab.bm", "bloatlab-bm"))]
+    assert not [ns for ns in netns.list_namespaces() if ns.startswith(("bloatlab.bm", "bloatlab-bench"))]
     return done.returncode, json.loads(done.stdout)
 
 

@@ -267,9 +267,9 @@ def run_isolated(test: str) -> subprocess.CompletedProcess:
 
 
 @pytest.mark.netns
-def test_clean_removes_what_a_killed_up_left(tmp_path, names):
+def test_clean_removes_what_a_killed_up_left_and_spares_a_live_one(tmp_path, names):
     if not os.environ.get(ISOLATED):
-        inner = run_isolated("test_clean_removes_what_a_killed_up_left")
+        inner = run_isolated("test_clean_removes_what_a_killed_up_left_and_spares_a_live_one")
         assert inner.returncode == 0 and "1 passed" in inner.stdout, inner.stdout + inner.stderr
         return
     datapath = None
@@ -279,13 +279,65 @@ def test_clean_removes_what_a_killed_up_left(tmp_path, names):
         assert up.returncode == 0, up.stderr
         datapath = load("tc6").datapath
     except MachineError:
-        pass  # no bloatlab-link built: clean a killed `up` alone
+        up = bloatlab("up", str(write_topology(tmp_path / "u.toml")), "--name", names("tc6"))
+        assert up.returncode == 0, up.stderr
     signal_up_midway(write_topology(tmp_path / "t.toml", hosts=12), names("tc4"))
     clean = bloatlab("clean")
+    # The killed build is an orphan; the finished `up` is a live network, named and left.
     assert clean.returncode == 0 and "removed namespace bloatlab.tc4.h1" in clean.stdout
-    assert traces("tc4") == [] and traces("tc6") == [] and foreign_namespaces() == []
+    assert "left 1 live network: tc6 (bloatlab up, up) (bloatlab down NAME, or clean --all)" in clean.stdout
+    assert traces("tc4") == [] and traces("tc6") and all(ns.startswith("bloatlab.tc6.") for ns in foreign_namespaces())
+    assert json.loads(bloatlab("clean", "--json").stdout) == {"removed": [], "failed": [], "spared": ["tc6"]}
+    every = bloatlab("clean", "--all")
+    assert every.returncode == 0 and "taking down live networks too: tc6 (bloatlab up, up)" in every.stderr
+    assert traces("tc6") == [] and foreign_namespaces() == []
     if datapath:
-        assert f"removed process {datapath['pid']} (bloatlab-link of tc6)" in clean.stdout
+        assert f"removed process {datapath['pid']} (bloatlab-link of tc6)" in every.stdout
         assert not process_alive(datapath["pid"], datapath["starttime"])
     assert bloatlab("clean").stdout == "nothing to clean\n"
-    assert json.loads(bloatlab("clean", "--json").stdout) == {"removed": [], "failed": []}
+    assert json.loads(bloatlab("clean", "--all", "--json").stdout) == {"removed": [], "failed": [], "spared": []}
+
+
+# A run's network as a run holds it: built by a live process, not detached, gone with it.
+OWNER = """
+import sys
+from bloatlab.specs.topology import load_topology
+from bloatlab.testbed.network import Network
+net = Network(load_topology(sys.argv[1]), sys.argv[2]).up()
+print("up", flush=True)
+sys.stdin.read()
+net.down()
+"""
+
+
+@pytest.mark.netns
+def test_a_run_that_lives_keeps_its_network_and_one_killed_loses_it(tmp_path, names):
+    if not os.environ.get(ISOLATED):
+        inner = run_isolated("test_a_run_that_lives_keeps_its_network_and_one_killed_loses_it")
+        assert inner.returncode == 0 and "1 passed" in inner.stdout, inner.stdout + inner.stderr
+        return
+    env = {**os.environ, "PYTHONPATH": str(SRC)}
+    topo = write_topology(tmp_path / "t.toml")
+    owners = []
+    try:
+        for name in (names("tl1"), names("tl2")):
+            owner = subprocess.Popen([sys.executable, "-c", OWNER, str(topo), name], stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, text=True, env=env)
+            owners.append(owner)
+            assert owner.stdout.readline() == "up\n"
+        # Another shell's clean: both runs live, so nothing of theirs goes.
+        clean = bloatlab("clean", "--json")
+        assert clean.returncode == 0 and json.loads(clean.stdout)["spared"] == ["tl1", "tl2"]
+        assert traces("tl1") and traces("tl2") and not json.loads(clean.stdout)["removed"]
+        owners[0].kill()  # SIGKILL: no teardown
+        owners[0].wait()
+        clean = bloatlab("clean")
+        assert clean.returncode == 0 and "removed namespace bloatlab.tl1.h1" in clean.stdout
+        assert traces("tl1") == [] and traces("tl2")
+        assert f"left 1 live network: tl2 (the run of process {owners[1].pid}, up)" in clean.stdout
+        every = bloatlab("clean", "--all")
+        assert every.returncode == 0 and traces("tl2") == [] and foreign_namespaces() == []
+    finally:
+        for owner in owners:
+            if owner.poll() is None:
+                owner.communicate("", timeout=30)  # its down finds the network gone

@@ -12,6 +12,16 @@ use serde_json::{json, Map, Value};
 
 use crate::capture::CaptureJson;
 
+/// The bounds bloatlab's specs hold a direction to (src/bloatlab/specs: units, topology,
+/// disciplines), held here again so that a config written by hand meets the same ones.
+pub const MIN_RATE_BPS: u64 = 10_000;
+pub const MAX_RATE_BPS: u64 = 400_000_000_000;
+pub const MAX_DELAY_NS: u64 = 10_000_000_000;
+pub const MAX_QUEUE_PACKETS: usize = 1_000_000;
+pub const MAX_QUEUE_BYTES: usize = 1 << 30;
+/// The smallest Ethernet header with something after it, and the largest IPv4 packet plus one.
+pub const FRAME_BYTES: std::ops::RangeInclusive<usize> = 15..=65_549;
+
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Config {
@@ -132,6 +142,8 @@ impl QueueJson {
     pub fn resolve(&self, link_bps: Option<u64>) -> Result<QueueConfig, String> {
         let limit = match (self.packets, self.bytes) {
             (Some(0), _) | (_, Some(0)) => return Err("queue: a limit of 0 holds nothing".into()),
+            (Some(n), _) if n > MAX_QUEUE_PACKETS => return Err(format!("queue.packets: {n} is above {MAX_QUEUE_PACKETS}")),
+            (_, Some(b)) if b > MAX_QUEUE_BYTES => return Err(format!("queue.bytes: {b} is above {MAX_QUEUE_BYTES} (1 GiB)")),
             (Some(n), None) => Limit::Packets(n),
             (None, Some(b)) => Limit::Bytes(b),
             _ => return Err("queue: give exactly one of packets or bytes".into()),
@@ -339,6 +351,9 @@ impl DirectionJson {
         let rate = match (self.rate_bps, &self.trace_path) {
             (Some(_), Some(_)) => return Err("rate_bps: give a rate or a trace, not both".into()),
             (Some(0), None) => return Err("rate_bps: must be positive (null means unlimited)".into()),
+            (Some(bps), None) if !(MIN_RATE_BPS..=MAX_RATE_BPS).contains(&bps) => {
+                return Err(format!("rate_bps: {bps} is not from {MIN_RATE_BPS} to {MAX_RATE_BPS} bit/s (null means unlimited)"))
+            }
             (Some(bps), None) => Rate::Constant { bps },
             (None, Some(p)) => {
                 let text = std::fs::read_to_string(p).map_err(|e| format!("trace_path: {}: {e}", p.display()))?;
@@ -346,6 +361,12 @@ impl DirectionJson {
             }
             (None, None) => Rate::Unlimited,
         };
+        if self.delay_ns > MAX_DELAY_NS {
+            return Err(format!("delay_ns: {} is above {MAX_DELAY_NS} (10 s)", self.delay_ns));
+        }
+        if let Some(n) = self.max_frame_bytes.filter(|n| !FRAME_BYTES.contains(n)) {
+            return Err(format!("max_frame_bytes: {n} is not from {} to {}", FRAME_BYTES.start(), FRAME_BYTES.end()));
+        }
         if self.jitter_ns > self.delay_ns {
             return Err("jitter_ns: must not exceed delay_ns".into());
         }
@@ -362,5 +383,33 @@ impl DirectionJson {
             seed: self.seed,
             max_frame_bytes: self.max_frame_bytes.unwrap_or(DEFAULT_MAX_FRAME_BYTES),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn direction(extra: &str) -> Result<DirectionConfig, String> {
+        let text = format!(r#"{{"queue": {{"discipline": "droptail", "packets": 100}}{extra}}}"#);
+        let d: DirectionJson = serde_json::from_str(&text).map_err(|e| e.to_string())?;
+        d.resolve()
+    }
+
+    #[test]
+    fn a_direction_is_held_to_the_bounds_of_the_specs() {
+        assert!(direction(r#", "rate_bps": 10000, "delay_ns": 10000000000"#).is_ok());
+        let err = |extra: &str| direction(extra).err().unwrap_or_default();
+        assert!(err(r#", "rate_bps": 10000000000000000000"#).starts_with("rate_bps: 10000000000000000000 is not from 10000 to"));
+        assert!(err(r#", "rate_bps": 9999"#).starts_with("rate_bps: 9999 is not from"));
+        assert!(err(r#", "delay_ns": 10000000001"#).starts_with("delay_ns: 10000000001 is above"));
+        assert!(err(r#", "loss": 1.0"#).starts_with("loss: 1 is not a probability"));
+        assert!(err(r#", "max_frame_bytes": 14"#).starts_with("max_frame_bytes: 14 is not from 15"));
+        let queue = |q: &str| {
+            let d: DirectionJson = serde_json::from_str(&format!(r#"{{"queue": {q}}}"#)).unwrap();
+            d.resolve().err().unwrap_or_default()
+        };
+        assert!(queue(r#"{"discipline": "droptail", "packets": 1000001}"#).starts_with("queue.packets: 1000001 is above"));
+        assert!(queue(r#"{"discipline": "droptail", "bytes": 1073741825}"#).starts_with("queue.bytes: 1073741825 is above"));
     }
 }

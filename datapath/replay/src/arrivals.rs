@@ -107,6 +107,9 @@ pub fn parse_csv(text: &[u8]) -> Result<Vec<Arrival>, String> {
             .ok_or_else(|| format!("line {line_no}, column ecn: {ecn_code} is not an ECN codepoint (0 Not-ECT, 1 ECT(1), 2 ECT(0), 3 CE)"))?;
         out.push(Arrival { t_ns, size_bytes: size as u32, flow: flow as u32, ecn });
     }
+    if out.is_empty() {
+        return Err(format!("line {line_no}: the header is all there is; the trace needs one arrival per line after it"));
+    }
     Ok(out)
 }
 
@@ -222,6 +225,8 @@ mod tests {
         assert!(err("t_ns,size_bytes,flow,ecn\n1,100,1,4\n").starts_with("line 2, column ecn:"));
         assert!(err("t_ns,size_bytes,flow,ecn\n-1,100,1,0\n").starts_with("line 2, column t_ns:"));
         assert!(err("t_ns,size_bytes,flow,ecn\n1,100,1\n").starts_with("line 2: 3 fields"));
+        assert!(err("t_ns,size_bytes,flow,ecn\n\n").starts_with("line 1: the header is all there is"));
+        assert!(err("").starts_with("line 1: the file is empty"));
     }
 
     fn synth(process: Process, gap_num: u128, gap_den: u128) -> Synthetic {

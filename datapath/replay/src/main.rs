@@ -15,6 +15,10 @@ const USAGE: &str = "usage: bloatlab-replay --config FILE --out DIR (--arrivals 
 (--arrival-bps N | --arrival-pps N) --size BYTES (--packets N | --duration-ns N) [--flows N] [--flow-ids round-robin|random] \
 [--ecn 0-3] [--on-ns N --off-ns N]) [--progress]";
 
+/// 1000 times the fastest link bloatlab takes (400 Gbit/s): the highest --load of the fastest rate.
+const MAX_ARRIVAL_BPS: u64 = 400_000_000_000_000;
+const MAX_ARRIVAL_PPS: u64 = 1_000_000_000;
+
 fn die(msg: impl std::fmt::Display) -> ! {
     eprintln!("bloatlab-replay: error: {msg}");
     std::process::exit(2);
@@ -90,8 +94,12 @@ fn synthetic(a: &Args, kind: &str, seed: u64) -> Result<(Synthetic, Value), Stri
     // The mean gap between packets as an exact fraction of ns.
     let (gap_num, gap_den) = match (a.arrival_bps, a.arrival_pps) {
         (Some(_), Some(_)) | (None, None) => return Err("--arrival-bps: give the arrival rate in bit/s or (--arrival-pps) in packets/s, one of them".into()),
-        (Some(0), _) => return Err("--arrival-bps: must be positive".into()),
-        (_, Some(0)) => return Err("--arrival-pps: must be positive".into()),
+        (Some(bps), _) if !(1..=MAX_ARRIVAL_BPS).contains(&bps) => {
+            return Err(format!("--arrival-bps: {bps} is not from 1 to {MAX_ARRIVAL_BPS} bit/s"))
+        }
+        (_, Some(pps)) if !(1..=MAX_ARRIVAL_PPS).contains(&pps) => {
+            return Err(format!("--arrival-pps: {pps} is not from 1 to {MAX_ARRIVAL_PPS} packets/s (one a nanosecond)"))
+        }
         (Some(bps), None) => (size as u128 * 8 * 1_000_000_000, bps as u128),
         (None, Some(pps)) => (1_000_000_000, pps as u128),
     };
@@ -107,6 +115,9 @@ fn synthetic(a: &Args, kind: &str, seed: u64) -> Result<(Synthetic, Value), Stri
     };
     if !matches!(process, Process::OnOff { .. }) && (a.on_ns.is_some() || a.off_ns.is_some()) {
         return Err("--on-ns: only on-off arrivals have on and off periods".into());
+    }
+    if a.packets == Some(0) || a.duration_ns == Some(0) {
+        return Err(format!("--{}: 0 replays nothing; give 1 or more", if a.packets == Some(0) { "packets" } else { "duration-ns" }));
     }
     if a.packets.is_none() && a.duration_ns.is_none() {
         return Err("--packets: give a packet count, a duration (--duration-ns), or both".into());
@@ -156,8 +167,9 @@ fn main() {
     let a = parse_args();
     let config_path = a.config.clone().unwrap_or_else(|| die(format!("--config: required; {USAGE}")));
     let out = a.out.clone().unwrap_or_else(|| die(format!("--out: required; {USAGE}")));
-    let direction: DirectionJson = load_json(&config_path).unwrap_or_else(|e| die(e));
-    let mut cfg = direction.resolve().unwrap_or_else(|e| die(e));
+    // The config's own field first, after the flag that named the file.
+    let direction: DirectionJson = load_json(&config_path).unwrap_or_else(|e| die(format!("--config {config_path}: {e}")));
+    let mut cfg = direction.resolve().unwrap_or_else(|e| die(format!("--config {config_path}: {e}")));
     // A replay's packets are whatever the trace says, up to an IPv4 datagram.
     cfg.max_frame_bytes = MAX_SIZE_BYTES as usize;
     let config_echo: Value = load_json(&config_path).unwrap_or_else(|e| die(e));

@@ -396,17 +396,17 @@ def write_compare_report(out: Path, runs: list[Run], names: list[str], shared: d
 # Entry points --------------------------------------------------------------------------------
 
 def write_report(path: Path, drawn: plots.PlotResult | None = None) -> Path:
-    """Write PATH/report.html for a run directory (run.json + summary.json) or a sweep directory
-    (sweep.json); returns its path. `drawn`: the run's figures as plot_run just drew and saved
+    """Write PATH/report.html for a run directory (run.json, with summary.json once it ended) or a
+    sweep directory (sweep.json); returns its path. `drawn`: the run's figures as plot_run just drew and saved
     them, which the report embeds rather than draw again."""
     path = Path(path)
     if is_sweep(path):
         page = _sweep_report(load_sweep(path))
-    elif is_run(path):
+    elif is_run(path) or (path / "run.json").is_file():  # run.json alone: a run killed before its end
         page = _run_report(path, drawn)
     else:
-        raise BloatlabError(f"{path} is neither a run directory (run.json and summary.json) nor a sweep "
-                            "directory (sweep.json)", field="DIR")
+        raise BloatlabError(f"{path} is neither a run directory (run.json) nor a sweep directory (sweep.json)",
+                            field="DIR")
     out = path / "report.html"
     tmp = out.with_suffix(".tmp")
     tmp.write_text(page, encoding="utf-8")

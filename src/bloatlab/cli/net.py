@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from bloatlab.cli.common import COMMON, FILE, UsageError, add_command, configure_logging, emit, need_root
+from bloatlab.cli.common import COMMON, FILE, UsageError, add_command, configure_logging, emit, need_root, note
 from bloatlab.errors import BloatlabError, MachineError
 from bloatlab.interrupts import Interrupts
 from bloatlab.proc import alive
@@ -164,13 +164,23 @@ def cmd_down(args: argparse.Namespace) -> int:
 
 
 def cmd_clean(args: argparse.Namespace) -> int:
-    from bloatlab.lab.clean import clean  # it reaches the probes' tracefs: imported when it runs
+    from bloatlab.lab import clean  # it reaches the probes' tracefs: imported when it runs
 
     need_root("clean")
     failed: list[BloatlabError] = []
-    removed = clean(failed)
-    emit(args, {"removed": removed, "failed": [str(e) for e in failed]},
-         "\n".join(f"removed {item}" for item in removed) or ("nothing to clean" if not failed else None))
+    if args.all:
+        live = [st for st in list_networks() if not st.orphaned]
+        if live:  # named before they go: other shells' networks and runs end here
+            note(args, "taking down live networks too: " + ", ".join(clean.describe(st) for st in live))
+        removed, spared = clean.clean(failed), []
+    else:
+        removed, spared = clean.clean_orphans(failed)
+    lines = [f"removed {item}" for item in removed] or (["nothing to clean"] if not failed else [])
+    if spared:
+        lines.append(f"left {len(spared)} live network{'s' if len(spared) > 1 else ''}: "
+                     + ", ".join(clean.describe(st) for st in spared) + " (bloatlab down NAME, or clean --all)")
+    emit(args, {"removed": removed, "failed": [str(e) for e in failed], "spared": [st.name for st in spared]},
+         "\n".join(lines))
     if failed:
         raise MachineError("; ".join(str(e) for e in failed) + " (the rest is removed)")
     return 0
@@ -210,8 +220,15 @@ def add_parsers(commands: argparse._SubParsersAction) -> None:
                        ["sudo bloatlab down t1"])
     down.add_argument("name", metavar="NAME", help="the network")
 
-    add_command(commands, "clean", cmd_clean, "remove everything bloatlab left on this machine",
-                "Removes every namespace named bloatlab.* or bloatlab-* with the processes in it, every "
-                "datapath\nprocess, /etc/netns/bloatlab.* and /run/bloatlab, also what a killed run left; it "
-                "keeps\nthe journals of `bloatlab nic` (/run/bloatlab/nic), which `bloatlab nic restore` needs. "
-                "Needs root.", ["sudo bloatlab clean"])
+    clean_parser = add_command(
+        commands, "clean", cmd_clean, "remove what dead runs and tools left on this machine",
+        "Removes what no live process owns: the network of a run that was killed (its namespaces,\n"
+        "processes, datapath, /etc/netns and /run/bloatlab entries, TCP probe instances), a network\n"
+        "whose build never finished, and bloatlab namespaces of no network. The networks of runs still\n"
+        "running, and those `bloatlab up` made, stay: they are named, and `bloatlab down NAME` or\n"
+        "--all removes them. The journals of `bloatlab nic` (/run/bloatlab/nic) stay: `bloatlab nic\n"
+        "restore` needs them. Needs root.",
+        ["sudo bloatlab clean", "sudo bloatlab clean --all   # live networks too, other shells' included"])
+    clean_parser.add_argument("--all", action="store_true",
+                              help="remove everything bloatlab made, live networks and runs included, "
+                                   "after naming them")

@@ -22,6 +22,11 @@ from bloatlab.specs.model import Workload
 LISTEN_TIMEOUT_S = 5.0
 
 
+class RunFault(Exception):
+    """Something the run depends on failed while it ran (a tool killed, the datapath gone): the
+    run stops there, is torn down and written as incomplete with this as its reason."""
+
+
 def wait_listening(net: Hosts, host: str, port: int, what: str, timeout_s: float = LISTEN_TIMEOUT_S,
                    udp: bool = False) -> None:
     deadline = time.monotonic() + timeout_s
@@ -54,6 +59,17 @@ class Running:
 
     def prepare(self) -> None:
         """Before t0: start servers."""
+
+    def check(self, at_s: float) -> None:
+        """Between its start and its stop: a RunFault if one of its tools was killed (by a
+        signal nobody here sent), since from then on it measures nothing."""
+        for proc in self.procs:
+            status = proc.poll()
+            if status is not None and status < 0:
+                argv = proc.args if isinstance(proc.args, list) else [str(proc.args)]
+                tool = argv[4] if argv[:3] == ["ip", "netns", "exec"] and len(argv) > 4 else argv[0]
+                raise RunFault(f"the {tool} of workload {self.w.name} (pid {proc.pid}) was killed by signal "
+                               f"{-status} at {at_s:.1f} s")
 
     def start(self) -> None:
         raise NotImplementedError

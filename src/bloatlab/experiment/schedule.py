@@ -19,24 +19,34 @@ END_GRACE_S = 10.0  # iperf3 clients finish their last interval and report after
 
 
 def play(workloads: list[Running], duration_s: float, clock: Clock,
-         tick: Callable[[float], None] | None = None) -> None:
+         tick: Callable[[float], None] | None = None, watch: Callable[[float], None] | None = None) -> None:
     """Mark t0, then start and stop each workload on its schedule for duration_s; tick(seconds
     since t0) every TICK_S. Then tell every workload to stop and give the tools END_GRACE_S to
-    end by themselves (their final reports)."""
+    end by themselves (their final reports). Every tick, each running workload checks its tools,
+    and watch(seconds since t0) what else the run needs (the datapath): either raises RunFault."""
     clock.mark()
     pending = sorted(workloads, key=lambda w: w.w.start_ns)
     stopping = sorted(workloads, key=lambda w: w.w.stop_ns)
+    running: list[Running] = []
     while True:
         now = clock.since_t0()
         while pending and pending[0].w.start_ns / 1e9 <= now:
-            pending.pop(0).start()
+            running.append(pending.pop(0))
+            running[-1].start()
         while stopping and stopping[0].w.stop_ns / 1e9 <= now:
-            stopping.pop(0).stop()
+            w = stopping.pop(0)
+            if w in running:
+                running.remove(w)
+            w.stop()
         if now >= duration_s:
             break
         if tick is not None:
             tick(now)
         interrupts.check()
+        for w in running:
+            w.check(now)
+        if watch is not None:
+            watch(now)
         time.sleep(min(TICK_S, duration_s - now))
     for w in workloads:
         w.stop()

@@ -45,14 +45,20 @@ class _Timestamped:
 
     def __init__(self, proc: subprocess.Popen, path: Path):
         self.path = path
+        self.error: str | None = None  # why the copy stopped early (a full disk)
         self.thread = threading.Thread(target=self._copy, args=(proc,), daemon=True)
         self.thread.start()
 
     def _copy(self, proc: subprocess.Popen) -> None:
-        with open(self.path, "w") as out:
-            for line in proc.stdout:
-                out.write(f"{time.monotonic():.6f} {line.rstrip()}\n")
-                out.flush()
+        try:
+            with open(self.path, "w") as out:
+                for line in proc.stdout:
+                    out.write(f"{time.monotonic():.6f} {line.rstrip()}\n")
+                    out.flush()
+        except OSError as e:  # the run's collect reports it; the tool's output is drained to the end
+            self.error = f"cannot write {self.path}: {e.strerror}"
+            for _ in proc.stdout:
+                pass
 
 
 class IperfFlow(Running):
@@ -80,6 +86,8 @@ class IperfFlow(Running):
         if not self.started:
             return got
         self.server_log.thread.join(timeout=5)
+        if self.server_log.error:
+            got.errors.append(f"{self.w.name}: {self.server_log.error}")
         text = (self.raw / f"{self.w.name}.client.json").read_text(errors="replace")
         flow: dict[str, Any] = {"kind": self.w.kind, "goodput_mbps": None}
         try:

@@ -130,11 +130,12 @@ def _tcp(results: list[CaseResult], backend: str, rate: int | None = None, delay
             and r.case.delay_ns == delay and r.tcp_goodput_mbps]
 
 
-def plain_ip_s(tag: str) -> float:
+def plain_ip_s() -> float:
     """The machine's own floor for building h1 - s0 - h2: three namespaces and two veth pairs
     made, addressed, brought up and removed by plain `ip` calls, as Mininet does, with nothing
     of bloatlab's (no datapath, no checks, no waiting for carriers)."""
-    names = [f"{PREFIX}-{tag}-{n}" for n in ("h1", "s0", "h2")]
+    # Named after this process, as tools' namespaces are: `bloatlab clean` spares them while it runs.
+    names = [f"{PREFIX}-bench{n}-{os.getpid()}" for n in ("h1", "s0", "h2")]
     t = time.monotonic()
     try:
         for ns in names:
@@ -255,7 +256,7 @@ def run_machine(names: list[str], limits: dict[str, float], rates: list[int], du
         ups = [up_down_s(tag) for _ in range(3)]
         extra["up_s"], extra["down_s"] = (_median([u[k] for u in ups]) for k in (0, 1))
         extra["up_down_s"] = _median([u + d for u, d in ups])
-        extra["plain_ip_s"] = _median([plain_ip_s(tag) for _ in range(3)])
+        extra["plain_ip_s"] = _median([plain_ip_s() for _ in range(3)])
         say(f"up + down: {extra['up_down_s']:.2f} s (up {extra['up_s']:.2f}, down {extra['down_s']:.2f}); "
             f"plain ip: {extra['plain_ip_s']:.2f} s")
     if "run_overhead" in names:

@@ -120,7 +120,7 @@ def _clean_here() -> list[str]:
     from bloatlab.lab.clean import clean_orphans
 
     errors: list[BloatlabError] = []
-    removed = clean_orphans(errors)
+    removed, _ = clean_orphans(errors)
     for path in Path(tempfile.gettempdir()).glob(f"{TMP_PREFIX}*"):
         pid = path.name[len(TMP_PREFIX):].split("-")[0]
         if pid.isdigit() and not proc.alive(int(pid), None):

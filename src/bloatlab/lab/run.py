@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import os
 import secrets
 import threading
 from collections.abc import Callable
@@ -21,12 +22,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from bloatlab.analysis.summary import headline
-from bloatlab.errors import BloatlabError
+from bloatlab.errors import BloatlabError, MachineError
 from bloatlab.experiment.clock import Clock
 from bloatlab.experiment.probes import QueueSource, RunProbes, choose_tcp_probe
 from bloatlab.experiment.record import Collected, RunRecord
 from bloatlab.experiment.schedule import play
-from bloatlab.experiment.running import Running, pick_ports
+from bloatlab.experiment.running import RunFault, Running, pick_ports
 from bloatlab.experiment.workloads import check_congestion_controls, check_tools, running
 from bloatlab.interrupts import Interrupts
 from bloatlab.lab.executors import Executor, LocalExecutor, ParallelExecutor, RunResult, Tick
@@ -35,6 +36,7 @@ from bloatlab.lab.simulate import simulate_experiment
 from bloatlab.sim.driver import build as build_driver
 from bloatlab.progress import Progress
 from bloatlab.results.files import RunDir
+from bloatlab.results.writer import run_document
 from bloatlab.specs.experiment import SweepPlan
 from bloatlab.specs.model import Bulk, Experiment, Web
 
@@ -86,6 +88,11 @@ class Run:
             raise BloatlabError(f"cannot create {self.dir.path}: {e.strerror}; choose a writable directory",
                                 field="--out") from None
         self.record.started_at = now()
+        try:
+            self._write_started()
+        except OSError as e:
+            raise MachineError(f"cannot write {self.dir.path}/run.json: {e.strerror}; free space there or choose "
+                               "another --out", field="--out") from None
         with Interrupts() as interrupts:
             failure: BaseException | None = None
             try:
@@ -94,6 +101,10 @@ class Run:
                 interrupts.cleaning = True
                 self.stopped_s = self._elapsed_s()
                 self.record.incomplete_reason = f"interrupted at {self.stopped_s:.1f} s of {self.exp.duration_s:g} s"
+            except RunFault as fault:  # what was measured until then is written, as incomplete
+                interrupts.cleaning = True
+                self.stopped_s = self._elapsed_s()
+                self.record.incomplete_reason = str(fault)
             except BaseException as error:
                 interrupts.cleaning = True
                 self.stopped_s = self._elapsed_s()
@@ -103,11 +114,32 @@ class Run:
             self._teardown()
             if failure is not None:
                 self._write_partial()
+                if isinstance(failure, OSError):  # a full disk under --out, most often: one line, no traceback
+                    where = f" ({failure.filename})" if failure.filename else ""
+                    raise MachineError(f"the run failed: {failure.strerror or failure}{where}; it is torn down",
+                                       field="--out") from failure
                 raise failure
-            outcome = self._write()
+            try:
+                outcome = self._write()
+            except OSError as e:  # a full or failing disk: the network is gone already
+                raise MachineError(f"the run ended but its results could not be written to {self.dir.path}: "
+                                   f"{e.strerror}; free space there and run it again", field="--out") from None
             # A Ctrl-C while cleaning up leaves this run whole but must still stop a sweep.
             outcome.interrupted = interrupts.received is not None
             return outcome
+
+    def _write_started(self) -> None:
+        """run.json before anything is built, marked incomplete: a run killed outright (SIGKILL,
+        a crash, the machine going down) still says what it was, and a sweep's --resume runs it
+        again. The end of the run rewrites it whole."""
+        record = self.record
+        record.machine, record.tools = machine(), tool_versions()
+        record.network = network_name()  # named now, so that a killed run's network can be found
+        doc = run_document(record)
+        doc["complete"] = False
+        doc["incomplete_reason"] = (f"unfinished: started {record.started_at} by process {os.getpid()}; "
+                                    "if that process is gone, the run was killed before it could end")
+        self.dir.write_json("run.json", doc)
 
     def _elapsed_s(self) -> float:
         return min(self.clock.since_t0(), self.exp.duration_s) if self.clock.started else 0.0
@@ -119,7 +151,7 @@ class Run:
         record.ports = dict(zip((w.name for w in exp.workloads), pick_ports(len(exp.workloads))))
         captures = Captures(self.dir.pcap, frozenset(exp.probes.pcap), exp.probes.pcap_snaplen,
                             exp.probes.pcap_limit_bytes) if exp.probes.pcap else None
-        self.net = Network(exp.topology, network_name(), qlog_dir=self.dir.raw / "qlog",
+        self.net = Network(exp.topology, record.network or network_name(), qlog_dir=self.dir.raw / "qlog",
                            qlog_directions=set(exp.probes.queue), captures=captures)
         record.network = self.net.name
         self.net.up()
@@ -142,9 +174,15 @@ class Run:
         # not after it; the schedule's thread only wakes every 50 ms.
         self.preload = threading.Thread(target=preload_writers, name="preload-writers", daemon=True)
         self.preload.start()
-        play(self.workloads, exp.duration_s, self.clock, tick)
+        play(self.workloads, exp.duration_s, self.clock, tick, watch=self._watch)
         if bar is not None:
             bar.finish()
+
+    def _watch(self, at_s: float) -> None:
+        """The datapath, every tick of the schedule: without it the links carry nothing."""
+        dp = self.net.datapath if self.net is not None else None
+        if dp is not None and not dp.alive():
+            raise RunFault(f"the datapath (bloatlab-link, pid {dp.pid}) died at {at_s:.1f} s: {dp.last_words()}")
 
     def _queue_sources(self) -> dict[str, QueueSource]:
         """Where each probed direction's queue is read: bloatlab-link's log, or the kernel qdisc."""
@@ -213,7 +251,6 @@ class Run:
             record.host_cc = dict(self.net.host_cc)
         record.datapath_stats = self._datapath_stats()
         record.warnings += lag_warnings(record.datapath_stats, record.timer) + capture_warnings(record.datapath_stats)
-        record.machine, record.tools = machine(), tool_versions()
         return record
 
     def _datapath_stats(self) -> dict[str, dict[str, Any]]:

@@ -16,6 +16,7 @@ import threading
 import time
 from pathlib import Path
 
+from bloatlab import proc
 from bloatlab.errors import BloatlabError
 from bloatlab.experiment.record import RunRecord
 from bloatlab.interrupts import Interrupts
@@ -68,7 +69,11 @@ def simulate_experiment(experiment: Experiment, out: Path, *, progress: bool | o
     try:
         with Interrupts() if main else contextlib.nullcontext():
             child = driver.start(binary, path, run_dir.raw / "ns3")
-            preload_writers()  # on this core while the simulation runs on another
+            try:
+                preload_writers()  # on this core while the simulation runs on another
+            except BaseException:  # a stop signal meanwhile: the driver is ended and reaped too
+                proc.stop(child)
+                raise
             driver.finish(child, timeout_s=TIMEOUT_FACTOR * exp.duration_s + 60)
         outputs.collect(run_dir.raw / "ns3", record)
     except KeyboardInterrupt:

@@ -61,11 +61,12 @@ class Datapath:
     """A running bloatlab-link, known by pid and start time (so a recycled pid is never hit)."""
 
     def __init__(self, pid: int, starttime: int | None, stats_path: Path | None = None,
-                 child: subprocess.Popen | None = None):
+                 child: subprocess.Popen | None = None, log_path: Path | None = None):
         self.pid = pid
         self.starttime = starttime
         self.stats_path = stats_path
         self._child = child  # when it is our child
+        self.log_path = log_path
 
     @classmethod
     def start(cls, config_path: Path, stats_path: Path, log_path: Path, *,
@@ -82,7 +83,7 @@ class Datapath:
             deadline = time.monotonic() + timeout_s
             while time.monotonic() < deadline:
                 if _try_read_json(stats_path) is not None:
-                    return cls(child.pid, proc.starttime(child.pid), stats_path, child)
+                    return cls(child.pid, proc.starttime(child.pid), stats_path, child, log_path)
                 if child.poll() is not None:
                     raise MachineError(f"{BINARY_NAME} exited with status {child.returncode} before it "
                                        f"was ready: {_last_line(log_path)}")
@@ -95,6 +96,15 @@ class Datapath:
 
     def alive(self) -> bool:
         return proc.alive(self.pid, self.starttime)
+
+    def last_words(self) -> str:
+        """How it ended, as far as this process can tell: its exit status (when it is our child)
+        and the last line of its log."""
+        status = self._child.poll() if self._child is not None else None
+        how = ("killed by signal " + str(-status) if status < 0 else f"exit status {status}") if status is not None \
+            else "ended"
+        log = _last_line(self.log_path) if self.log_path is not None else "(no log)"
+        return f"{how}; its log's last line: {log}"
 
     def stats(self) -> dict[str, Any]:
         if self.stats_path is None:

@@ -460,6 +460,46 @@ def stray_namespaces() -> list[str]:
             if ns.startswith(NETNS_PREFIXES) and ns not in known]
 
 
+def tool_owner_alive(namespace: str) -> bool:
+    """Whether the process a tool's namespace is named after (bloatlab-WHAT-PID) still runs.
+    A name without a pid has no owner to wait for."""
+    pid = namespace.rsplit("-", 1)[-1]
+    return pid.isdigit() and proc.alive(int(pid), None)
+
+
+def clean_orphaned_networks(errors: list[BloatlabError]) -> tuple[list[str], list[state.NetworkState]]:
+    """Remove only what no live process owns: each network whose owner has died (or whose build
+    never finished), namespaces of no registered network, and tool namespaces whose process is
+    gone, with their processes and /etc/netns entries. Return (what was removed, the networks
+    spared); what could not be removed goes to `errors`."""
+    removed: list[str] = []
+    states = state.list_states()
+    for st in states:
+        if st.orphaned:
+            try:
+                removed += remove_network(st.name)
+            except BloatlabError as e:
+                errors.append(e)
+    spared = [st for st in states if not st.orphaned]
+    owned = {ns for st in spared for ns in st.namespaces} | {ns for st in spared for ns in _network_namespaces(st.name)}
+    strays = [ns for ns in netns.list_namespaces() if ns.startswith(NETNS_PREFIXES) and ns not in owned
+              and not (ns.startswith(f"{PREFIX}-") and tool_owner_alive(ns))]
+    removed += _end_processes(strays)
+    for ns in strays:
+        try:
+            netns.delete(ns)
+            removed.append(f"namespace {ns}")
+        except proc.CommandError as e:
+            errors.append(e)
+    live = {ns for st in spared for ns in st.namespaces}
+    for etc in sorted([*ETC_NETNS.glob(f"{PREFIX}.*"), *ETC_NETNS.glob(f"{PREFIX}-*")]):
+        if etc.name not in live and not netns.exists(etc.name):
+            shutil.rmtree(etc, ignore_errors=True)
+            removed.append(str(etc))
+    _remove_if_empty(ETC_NETNS, state.RUN_DIR)
+    return removed, spared
+
+
 def clean_networks(errors: list[BloatlabError]) -> list[str]:
     """Remove every network bloatlab made, and what a killed one left: datapaths, processes and
     namespaces named bloatlab.* or bloatlab-*, /etc/netns/bloatlab.*, /run/bloatlab/* (but the

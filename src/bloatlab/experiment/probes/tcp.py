@@ -117,6 +117,14 @@ def _remove_instance(instance: Path) -> None:
             time.sleep(0.02)  # a trace_pipe reader that has not closed yet
 
 
+def instance_runs(tracefs: Path = TRACEFS) -> list[str]:
+    """The runs (network names) that have a tracefs instance now."""
+    instances = tracefs / "instances"
+    if not instances.is_dir():
+        return []
+    return sorted(p.name[len(INSTANCE_PREFIX):] for p in instances.glob(f"{INSTANCE_PREFIX}*"))
+
+
 def remove_stale_instances(tracefs: Path = TRACEFS, *, runs: Iterable[str] | None = None) -> list[str]:
     """Remove every instances/bloatlab-* tracefs instance (after a crash; `bloatlab clean`), or
     only those of `runs`. Return the paths removed."""

@@ -1,0 +1,217 @@
+"""Faults during a run, as they come on a real machine: the run killed outright, a workload's
+tool or the datapath dying under it. After each, the run directory says what happened and
+`bloatlab clean` leaves nothing (tests/conftest.py checks the namespaces after every test)."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from bloatlab.testbed import netns
+from bloatlab.testbed.network import leftovers
+
+pytestmark = pytest.mark.netns
+
+
+def start_run(out: Path, *sets: str) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "bloatlab", "run", "--preset", "cs244", "--set", "duration=30s",
+                             *(arg for s in sets for arg in ("--set", s)), "--out", str(out), "--quiet"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def wait_for_pings(proc: subprocess.Popen, out: Path, count: int = 20) -> None:
+    """Until the run's ping has `count` replies: its network is up and its load running."""
+    ping = out / "raw" / "ping.ping.txt"
+    deadline = time.monotonic() + 60
+    while not ping.exists() or ping.read_text().count("time=") < count:
+        assert proc.poll() is None, proc.communicate()
+        assert time.monotonic() < deadline, "the run's pings never came"
+        time.sleep(0.2)
+
+
+def pids_of(network: str, command: str) -> list[int]:
+    """The processes named `command` in the namespaces of `network`."""
+    found = []
+    for ns in netns.list_namespaces():
+        if ns.startswith(f"bloatlab.{network}."):
+            for pid in netns.pids(ns):
+                try:
+                    if Path(f"/proc/{pid}/comm").read_text().strip() == command:
+                        found.append(pid)
+                except FileNotFoundError:
+                    pass
+    return found
+
+
+def clean() -> subprocess.CompletedProcess:
+    done = subprocess.run([sys.executable, "-m", "bloatlab", "clean"], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    return done
+
+
+def test_a_run_killed_outright_still_says_what_it_was(tmp_path):
+    out = tmp_path / "killed"
+    proc = start_run(out)
+    try:
+        wait_for_pings(proc, out)
+        # Written at the start, before anything was measured: spec, seeds, machine, tools.
+        run = json.loads((out / "run.json").read_text())
+        assert run["complete"] is False and run["incomplete_reason"].startswith("unfinished: started ")
+        assert f"by process {proc.pid}" in run["incomplete_reason"]
+        assert run["params"]["duration"] == "30s" and run["links"][0]["forward"]["seed"] is not None
+        assert run["machine"]["kernel"] == os.uname().release and run["tools"]["iperf3"]
+        proc.kill()  # SIGKILL: no handler runs, nothing is torn down
+        proc.wait()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    network = json.loads((out / "run.json").read_text())["network"]
+    assert network and leftovers(network)  # the dead run's network is still there ...
+    done = clean()
+    assert f"removed namespace bloatlab.{network}.h1" in done.stdout
+    assert leftovers(network) == []  # ... until clean: an orphan, since its owner is gone
+    assert not list(Path("/sys/kernel/tracing/instances").glob(f"bloatlab-{network}*"))
+    # What the tools wrote as they ran is kept.
+    assert (out / "raw" / "ping.ping.txt").read_text().count("time=") >= 20
+    report = subprocess.run([sys.executable, "-m", "bloatlab", "report", str(out)], capture_output=True, text=True,
+                            timeout=120)
+    assert "Traceback" not in report.stderr
+    assert report.returncode == 0 and "unfinished" in (out / "report.html").read_text()
+
+
+@pytest.mark.parametrize("tool", ["iperf3", "ping"])
+def test_a_workload_tool_that_dies_makes_the_run_incomplete(tmp_path, tool):
+    out = tmp_path / tool
+    proc = start_run(out, "duration=12s")
+    try:
+        wait_for_pings(proc, out)
+        network = json.loads((out / "run.json").read_text())["network"]
+        victims = pids_of(network, tool)
+        assert victims, f"no {tool} in the run"
+        for pid in victims:
+            os.kill(pid, signal.SIGKILL)
+        stdout, stderr = proc.communicate(timeout=90)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert "Traceback" not in stderr
+    run = json.loads((out / "run.json").read_text())
+    assert proc.returncode == 1 and run["complete"] is False, (proc.returncode, stderr)
+    assert tool in run["incomplete_reason"] or any(tool in e for e in run["errors"]), run["incomplete_reason"]
+    assert leftovers(network) == []
+
+
+def test_a_datapath_that_dies_makes_the_run_incomplete(tmp_path):
+    out = tmp_path / "datapath"
+    proc = start_run(out, "duration=12s")
+    try:
+        wait_for_pings(proc, out)
+        network = json.loads((out / "run.json").read_text())["network"]
+        [datapath] = pids_of(network, "bloatlab-link")
+        os.kill(datapath, signal.SIGKILL)
+        stdout, stderr = proc.communicate(timeout=90)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert "Traceback" not in stderr
+    run = json.loads((out / "run.json").read_text())
+    assert proc.returncode == 1 and run["complete"] is False, (proc.returncode, stderr)
+    assert "datapath" in run["incomplete_reason"] or "bloatlab-link" in run["incomplete_reason"], run
+    assert leftovers(network) == []
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP])
+def test_a_stop_signal_ends_a_run_as_ctrl_c_does(tmp_path, sig):
+    out = tmp_path / "stopped"
+    proc = start_run(out)
+    try:
+        wait_for_pings(proc, out)
+        proc.send_signal(sig)
+        stdout, stderr = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    run = json.loads((out / "run.json").read_text())
+    assert proc.returncode == 130 and "Traceback" not in stderr, stderr
+    assert run["complete"] is False and "interrupted at" in run["incomplete_reason"]
+    assert leftovers(run["network"]) == [] and (out / "summary.json").exists()
+
+
+def test_a_run_killed_while_its_network_is_built_leaves_only_what_clean_removes(tmp_path):
+    out = tmp_path / "early"
+    proc = start_run(out)
+    try:
+        deadline = time.monotonic() + 30
+        while not any(ns.startswith("bloatlab.run-") for ns in netns.list_namespaces()):
+            assert time.monotonic() < deadline and proc.poll() is None, "the run built nothing"
+            time.sleep(0.005)
+        proc.kill()
+        proc.wait()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    run = json.loads((out / "run.json").read_text())  # written before the first namespace
+    assert run["complete"] is False and (run["network"] is None or run["network"].startswith("run-"))
+    clean()
+    assert not [ns for ns in netns.list_namespaces() if ns.startswith("bloatlab.run-")]
+
+
+def test_two_runs_into_one_out_the_second_is_refused_at_once(tmp_path):
+    out = tmp_path / "one"
+    first = start_run(out, "duration=6s")
+    try:
+        wait_for_pings(first, out, count=5)
+        second = subprocess.run([sys.executable, "-m", "bloatlab", "run", "--preset", "cs244", "--set", "duration=6s",
+                                 "--out", str(out), "--quiet"], capture_output=True, text=True, timeout=60)
+        assert second.returncode == 2 and second.stderr.count("\n") == 1, second.stderr
+        assert "--out" in second.stderr and "already holds a run" in second.stderr
+        stdout, stderr = first.communicate(timeout=90)
+    finally:
+        if first.poll() is None:
+            first.kill()
+            first.wait()
+    assert first.returncode == 0, stderr
+    assert json.loads((out / "run.json").read_text())["complete"] is True
+
+
+def test_a_missing_tool_is_named_before_anything_is_built(tmp_path):
+    bin_dir = tmp_path / "bin"  # every tool but iperf3
+    bin_dir.mkdir()
+    for tool in ("ip", "tc", "ping", "curl", "ethtool", "ss", "sysctl", "nsenter"):
+        for d in os.environ["PATH"].split(os.pathsep) + ["/usr/sbin", "/sbin"]:
+            if (Path(d) / tool).exists():
+                (bin_dir / tool).symlink_to(Path(d) / tool)
+                break
+    before = set(netns.list_namespaces())
+    done = subprocess.run([sys.executable, "-m", "bloatlab", "run", "--preset", "cs244", "--out", str(tmp_path / "o"),
+                           "--quiet"], capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "PATH": str(bin_dir)})
+    assert done.returncode == 3 and done.stderr.count("\n") == 1 and "iperf3" in done.stderr, done.stderr
+    assert set(netns.list_namespaces()) == before and not (tmp_path / "o").exists()
+
+
+def test_a_full_disk_under_out_is_one_line_and_a_clean_machine(tmp_path):
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k", "bloatlab-full", str(disk)], check=True)
+    try:
+        done = subprocess.run([sys.executable, "-m", "bloatlab", "run", "--preset", "cs244", "--set", "duration=8s",
+                               "--out", str(disk / "run"), "--quiet"], capture_output=True, text=True, timeout=120)
+        assert "Traceback" not in done.stderr, done.stderr
+        assert done.returncode in (1, 3), done
+        lines = done.stderr.strip().splitlines()
+        assert lines and "No space left on device" in lines[-1], done.stderr
+        run = json.loads((disk / "run" / "run.json").read_text())
+        assert leftovers(run["network"]) == [] if run.get("network") else True
+    finally:
+        subprocess.run(["umount", str(disk)], check=True)

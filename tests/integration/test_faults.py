@@ -215,3 +215,63 @@ def test_a_full_disk_under_out_is_one_line_and_a_clean_machine(tmp_path):
         assert leftovers(run["network"]) == [] if run.get("network") else True
     finally:
         subprocess.run(["umount", str(disk)], check=True)
+
+
+def test_the_web_server_killed_makes_the_run_incomplete_and_a_killed_fetch_is_a_failed_fetch(tmp_path):
+    out = tmp_path / "web"
+    proc = start_run(out, "duration=14s")
+    try:
+        wait_for_pings(proc, out)
+        network = json.loads((out / "run.json").read_text())["network"]
+        # A fetch in flight: its curl killed is that fetch failed, and the run goes on.
+        deadline = time.monotonic() + 20
+        while not (curls := pids_of(network, "curl")):
+            assert time.monotonic() < deadline, "no fetch was ever in flight"
+            time.sleep(0.002)
+        os.kill(curls[0], signal.SIGKILL)
+        time.sleep(1.0)
+        assert proc.poll() is None
+        # The server killed: nothing more can be fetched, so the run stops, incomplete.
+        [server] = [pid for pid in pids_of(network, "python3") + pids_of(network, "python")
+                    if b"bloatlab.experiment.httpd" in Path(f"/proc/{pid}/cmdline").read_bytes()]
+        os.kill(server, signal.SIGKILL)
+        stdout, stderr = proc.communicate(timeout=90)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert "Traceback" not in stderr
+    run = json.loads((out / "run.json").read_text())
+    summary = json.loads((out / "summary.json").read_text())
+    assert proc.returncode == 1 and run["complete"] is False
+    assert "workload web" in run["incomplete_reason"] and "killed by signal 9" in run["incomplete_reason"]
+    assert summary["fetch_s"]["failed"] >= 1
+    assert leftovers(network) == []
+
+
+def test_a_sweep_killed_outright_is_cleaned_and_resumed(tmp_path):
+    out = tmp_path / "s"
+    argv = [sys.executable, "-m", "bloatlab", "run", "--preset", "cs244", "--sweep", "maxq=20,100",
+            "--set", "duration=4s", "--out", str(out), "--quiet"]
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        second = out / "maxq=100" / "rep1"
+        deadline = time.monotonic() + 120
+        while not (second / "raw" / "ping.ping.txt").exists():
+            assert time.monotonic() < deadline and proc.poll() is None, "the second run never started"
+            time.sleep(0.2)
+        proc.kill()
+        proc.wait()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    killed = json.loads((second / "run.json").read_text())
+    assert killed["complete"] is False and killed["incomplete_reason"].startswith("unfinished")
+    done = clean()
+    assert f"removed namespace bloatlab.{killed['network']}.h1" in done.stdout
+    resumed = subprocess.run([*argv, "--resume"], capture_output=True, text=True, timeout=180)
+    assert resumed.returncode == 0, resumed.stderr
+    assert "1 of 2 runs already complete, 1 to run" in resumed.stdout
+    assert json.loads((second / "run.json").read_text())["complete"] is True
+    assert json.loads((out / "sweep.json").read_text())["status"] == "complete"

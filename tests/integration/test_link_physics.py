@@ -68,8 +68,9 @@ def ping(net: Network, src: str, dst: str, *args: str, timeout_s: float = 30) ->
     return out.stdout
 
 
-def warm_up(net: Network, src: str = "h1", dst: str = "10.0.0.2", tries: int = 10) -> None:
-    """Resolve ARP (and warm caches) before measuring: one reply is enough."""
+def warm_up(net: Network, src: str = "h1", dst: str = "10.0.0.2", tries: int = 12) -> None:
+    """Resolve ARP (and warm caches) before measuring: one reply is enough. Over a link losing
+    10% each way a try (at most 4 frames) fails with odds <= 0.344: all 12 failing, 3e-6."""
     for _ in range(tries):
         if net.exec(src, ["ping", "-n", "-c", "1", "-W", "1", dst]).returncode == 0:
             return
@@ -305,12 +306,13 @@ def test_loss_rate_and_its_seed(names, tmp_path):
     measured("loss", success=summary.received / summary.transmitted, fwd_arrivals=fwd["arrivals"],
              fwd_loss_share=fwd["drops"]["loss"] / fwd["arrivals"])
     # Physics: a ping round trip survives two independent 10% losses: 0.9 * 0.9 = 0.81.
-    # Over 500 pings the standard deviation is 1.8 points; 0.72..0.89 is about 5 sigma, odds
-    # below 1e-6.
+    # Over 500 pings the standard deviation is 1.75 points; 0.72..0.89 is 4.6 and 5.1 sigma:
+    # odds of 8e-7 (exact binomial).
     assert summary.transmitted == 500, summary
     assert 0.72 <= summary.received / summary.transmitted <= 0.89, summary
     # The forward direction drops 10% of what arrives (pings and ARP alike): over >= 500
-    # frames the standard deviation is 1.34 points; 0.04..0.16 is 4.5 sigma, odds of 7e-6.
+    # frames the standard deviation is 1.34 points; 0.04..0.16 is 4.5 sigma: odds of 1.2e-5
+    # (exact binomial at n = 500, the upper tail the larger).
     assert fwd["arrivals"] >= 500
     assert 0.04 <= fwd["drops"]["loss"] / fwd["arrivals"] <= 0.16, fwd
     assert fwd["drops"]["queue_full"] == 0, fwd  # unlimited rate: loss is the only drop
@@ -341,6 +343,8 @@ def test_loss_rate_and_its_seed(names, tmp_path):
     # Each direction draws from a generator of its own.
     reverse = loss_pattern(tmp_path / "a" / "h1-h2.reverse.qlog")
     m = min(len(first), len(reverse))
+    # As for two seeds: >= 100 independent draws all agreeing has odds 0.82^100 = 2e-9.
+    assert m >= 100, (len(first), len(reverse))
     assert first[:m] != reverse[:m], "forward and reverse share one loss sequence"
 
 
@@ -437,7 +441,8 @@ def test_jitter_varies_the_delay_but_never_reorders(names):
     assert all(a < b for a, b in zip(seqs, seqs[1:])), [s for s, t in zip(seqs, seqs[1:]) if s >= t][:10]
     # Physics: each way the delay is 5 +- 4 ms, i.e. 1..9 ms (the FIFO only ever raises a
     # delay, never above the previous frame's 9 ms): the RTT lies in 2..18 ms, and 400
-    # samples of it spread over well more than 4 ms. Upper bound: 18 ms + 5 ms for a busy host.
+    # samples of it spread over well more than 4 ms (all 400 inside one 4 ms window: odds below
+    # 0.44^400, nil). Upper bound: 18 ms + 5 ms for a busy host (machine noise, not chance).
     assert max(rtts) - min(rtts) >= 4.0, (min(rtts), max(rtts))
     assert min(rtts) >= 1.95, min(rtts)
     assert max(rtts) <= 23.0, max(rtts)

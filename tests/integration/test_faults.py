@@ -2,12 +2,14 @@
 tool or the datapath dying under it. After each, the run directory says what happened and
 `bloatlab clean` leaves nothing (tests/conftest.py checks the namespaces after every test)."""
 
+import contextlib
 import json
 import os
 import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -18,10 +20,24 @@ from bloatlab.testbed.network import leftovers
 pytestmark = pytest.mark.netns
 
 
-def start_run(out: Path, *sets: str) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "bloatlab", "run", "--preset", "cs244", "--set", "duration=30s",
+@contextlib.contextmanager
+def started_run(out: Path, *sets: str) -> Iterator[subprocess.Popen]:
+    """`bloatlab run --preset cs244` (30 s unless `sets` say otherwise) into `out`; whatever the
+    test does with it, it is killed and reaped at the end if it still runs."""
+    proc = subprocess.Popen([sys.executable, "-m", "bloatlab", "run", "--preset", "cs244", "--set", "duration=30s",
                              *(arg for s in sets for arg in ("--set", s)), "--out", str(out), "--quiet"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        yield proc
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.communicate()
+
+
+def ends(proc: subprocess.Popen, timeout_s: float = 90) -> str:
+    """Wait for the run to end by itself; its stderr."""
+    return proc.communicate(timeout=timeout_s)[1]
 
 
 def wait_for_pings(proc: subprocess.Popen, out: Path, count: int = 20) -> None:
@@ -56,8 +72,7 @@ def clean() -> subprocess.CompletedProcess:
 
 def test_a_run_killed_outright_still_says_what_it_was(tmp_path):
     out = tmp_path / "killed"
-    proc = start_run(out)
-    try:
+    with started_run(out) as proc:
         wait_for_pings(proc, out)
         # Written at the start, before anything was measured: spec, seeds, machine, tools.
         run = json.loads((out / "run.json").read_text())
@@ -67,10 +82,6 @@ def test_a_run_killed_outright_still_says_what_it_was(tmp_path):
         assert run["machine"]["kernel"] == os.uname().release and run["tools"]["iperf3"]
         proc.kill()  # SIGKILL: no handler runs, nothing is torn down
         proc.wait()
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
     network = json.loads((out / "run.json").read_text())["network"]
     assert network and leftovers(network)  # the dead run's network is still there ...
     done = clean()
@@ -88,19 +99,14 @@ def test_a_run_killed_outright_still_says_what_it_was(tmp_path):
 @pytest.mark.parametrize("tool", ["iperf3", "ping"])
 def test_a_workload_tool_that_dies_makes_the_run_incomplete(tmp_path, tool):
     out = tmp_path / tool
-    proc = start_run(out, "duration=12s")
-    try:
+    with started_run(out, "duration=12s") as proc:
         wait_for_pings(proc, out)
         network = json.loads((out / "run.json").read_text())["network"]
         victims = pids_of(network, tool)
         assert victims, f"no {tool} in the run"
         for pid in victims:
             os.kill(pid, signal.SIGKILL)
-        stdout, stderr = proc.communicate(timeout=90)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+        stderr = ends(proc)
     assert "Traceback" not in stderr
     run = json.loads((out / "run.json").read_text())
     assert proc.returncode == 1 and run["complete"] is False, (proc.returncode, stderr)
@@ -110,17 +116,12 @@ def test_a_workload_tool_that_dies_makes_the_run_incomplete(tmp_path, tool):
 
 def test_a_datapath_that_dies_makes_the_run_incomplete(tmp_path):
     out = tmp_path / "datapath"
-    proc = start_run(out, "duration=12s")
-    try:
+    with started_run(out, "duration=12s") as proc:
         wait_for_pings(proc, out)
         network = json.loads((out / "run.json").read_text())["network"]
         [datapath] = pids_of(network, "bloatlab-link")
         os.kill(datapath, signal.SIGKILL)
-        stdout, stderr = proc.communicate(timeout=90)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+        stderr = ends(proc)
     assert "Traceback" not in stderr
     run = json.loads((out / "run.json").read_text())
     assert proc.returncode == 1 and run["complete"] is False, (proc.returncode, stderr)
@@ -131,15 +132,10 @@ def test_a_datapath_that_dies_makes_the_run_incomplete(tmp_path):
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP])
 def test_a_stop_signal_ends_a_run_as_ctrl_c_does(tmp_path, sig):
     out = tmp_path / "stopped"
-    proc = start_run(out)
-    try:
+    with started_run(out) as proc:
         wait_for_pings(proc, out)
         proc.send_signal(sig)
-        stdout, stderr = proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+        stderr = ends(proc)
     run = json.loads((out / "run.json").read_text())
     assert proc.returncode == 130 and "Traceback" not in stderr, stderr
     assert run["complete"] is False and "interrupted at" in run["incomplete_reason"]
@@ -148,18 +144,13 @@ def test_a_stop_signal_ends_a_run_as_ctrl_c_does(tmp_path, sig):
 
 def test_a_run_killed_while_its_network_is_built_leaves_only_what_clean_removes(tmp_path):
     out = tmp_path / "early"
-    proc = start_run(out)
-    try:
+    with started_run(out) as proc:
         deadline = time.monotonic() + 30
         while not any(ns.startswith("bloatlab.run-") for ns in netns.list_namespaces()):
             assert time.monotonic() < deadline and proc.poll() is None, "the run built nothing"
             time.sleep(0.005)
         proc.kill()
         proc.wait()
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
     run = json.loads((out / "run.json").read_text())  # written before the first namespace
     assert run["complete"] is False and (run["network"] is None or run["network"].startswith("run-"))
     clean()
@@ -168,18 +159,13 @@ def test_a_run_killed_while_its_network_is_built_leaves_only_what_clean_removes(
 
 def test_two_runs_into_one_out_the_second_is_refused_at_once(tmp_path):
     out = tmp_path / "one"
-    first = start_run(out, "duration=6s")
-    try:
+    with started_run(out, "duration=6s") as first:
         wait_for_pings(first, out, count=5)
         second = subprocess.run([sys.executable, "-m", "bloatlab", "run", "--preset", "cs244", "--set", "duration=6s",
                                  "--out", str(out), "--quiet"], capture_output=True, text=True, timeout=60)
         assert second.returncode == 2 and second.stderr.count("\n") == 1, second.stderr
         assert "--out" in second.stderr and "already holds a run" in second.stderr
-        stdout, stderr = first.communicate(timeout=90)
-    finally:
-        if first.poll() is None:
-            first.kill()
-            first.wait()
+        stderr = ends(first)
     assert first.returncode == 0, stderr
     assert json.loads((out / "run.json").read_text())["complete"] is True
 
@@ -219,8 +205,7 @@ def test_a_full_disk_under_out_is_one_line_and_a_clean_machine(tmp_path):
 
 def test_the_web_server_killed_makes_the_run_incomplete_and_a_killed_fetch_is_a_failed_fetch(tmp_path):
     out = tmp_path / "web"
-    proc = start_run(out, "duration=14s")
-    try:
+    with started_run(out, "duration=14s") as proc:
         wait_for_pings(proc, out)
         network = json.loads((out / "run.json").read_text())["network"]
         # A fetch in flight: its curl killed is that fetch failed, and the run goes on.
@@ -235,11 +220,7 @@ def test_the_web_server_killed_makes_the_run_incomplete_and_a_killed_fetch_is_a_
         [server] = [pid for pid in pids_of(network, "python3") + pids_of(network, "python")
                     if b"bloatlab.experiment.httpd" in Path(f"/proc/{pid}/cmdline").read_bytes()]
         os.kill(server, signal.SIGKILL)
-        stdout, stderr = proc.communicate(timeout=90)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+        stderr = ends(proc)
     assert "Traceback" not in stderr
     run = json.loads((out / "run.json").read_text())
     summary = json.loads((out / "summary.json").read_text())
@@ -253,19 +234,16 @@ def test_a_sweep_killed_outright_is_cleaned_and_resumed(tmp_path):
     out = tmp_path / "s"
     argv = [sys.executable, "-m", "bloatlab", "run", "--preset", "cs244", "--sweep", "maxq=20,100",
             "--set", "duration=4s", "--out", str(out), "--quiet"]
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    second = out / "maxq=100" / "rep1"
     try:
-        second = out / "maxq=100" / "rep1"
         deadline = time.monotonic() + 120
         while not (second / "raw" / "ping.ping.txt").exists():
             assert time.monotonic() < deadline and proc.poll() is None, "the second run never started"
             time.sleep(0.2)
-        proc.kill()
-        proc.wait()
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+        proc.kill()  # SIGKILL, mid-run: no handler, no teardown
+        proc.wait()
     killed = json.loads((second / "run.json").read_text())
     assert killed["complete"] is False and killed["incomplete_reason"].startswith("unfinished")
     done = clean()

@@ -12,14 +12,20 @@ from bloatlab.errors import BloatlabError
 from bloatlab.specs.units import parse_duration_ns, parse_rate
 
 
-def cmd_bench_link(args: argparse.Namespace) -> int:
+def _link_cases(args: argparse.Namespace) -> tuple[list[int | None], float]:
+    """--rates, --duration and --rounds of the benchmarks that measure links, checked."""
     rates = [parse_rate(r.strip(), "--rates") for r in args.rates.split(",") if r.strip()]
-    delays = [parse_duration_ns(d.strip(), "--delay") for d in args.delay.split(",") if d.strip()]
     duration_s = parse_duration_ns(args.duration, "--duration", allow_zero=False) / 1e9
     if duration_s < 2:
         raise BloatlabError("at least 2s, so that the slow start can be left out", field="--duration")
     if not 1 <= args.rounds <= 20:
         raise BloatlabError(f"{args.rounds} is out of range; give 1 to 20", field="--rounds")
+    return rates, duration_s
+
+
+def cmd_bench_link(args: argparse.Namespace) -> int:
+    rates, duration_s = _link_cases(args)
+    delays = [parse_duration_ns(d.strip(), "--delay") for d in args.delay.split(",") if d.strip()]
     need_root("bench link")
     from bloatlab.lab import bench  # builds networks: imported when it runs
 
@@ -55,14 +61,9 @@ def cmd_bench_machine(args: argparse.Namespace) -> int:
 
     names = bm.parse_only(args.only)
     limits = bm.parse_limits(args.target or [])
-    rates = [parse_rate(r.strip(), "--rates") for r in args.rates.split(",") if r.strip()]
+    rates, duration_s = _link_cases(args)
     if not rates or None in rates:
         raise BloatlabError("give shaped rates, e.g. 1gbit,2gbit (not unlimited)", field="--rates")
-    duration_s = parse_duration_ns(args.duration, "--duration", allow_zero=False) / 1e9
-    if duration_s < 2:
-        raise BloatlabError("at least 2s, so that the slow start can be left out", field="--duration")
-    if not 1 <= args.rounds <= 20:
-        raise BloatlabError(f"{args.rounds} is out of range; give 1 to 20", field="--rounds")
     need_root("bench machine")
     out_dir = Path(args.out or f"results/bench-machine-{time.strftime('%Y%m%d-%H%M%S')}")
     doc = bm.run_machine(names, limits, rates, duration_s, args.rounds, out_dir,

@@ -460,6 +460,24 @@ def stray_namespaces() -> list[str]:
             if ns.startswith(NETNS_PREFIXES) and ns not in known]
 
 
+def _delete_namespaces(namespaces: list[str], errors: list[BloatlabError]) -> list[str]:
+    """End the processes in the namespaces, then delete them; what could not be deleted goes to
+    `errors` once the rest is tried."""
+    removed = _end_processes(namespaces)
+    for ns in namespaces:
+        try:
+            netns.delete(ns)
+            removed.append(f"namespace {ns}")
+        except proc.CommandError as e:
+            errors.append(e)
+    return removed
+
+
+def _etc_entries() -> list[Path]:
+    """bloatlab's /etc/netns directories: networks' and tools'."""
+    return sorted([*ETC_NETNS.glob(f"{PREFIX}.*"), *ETC_NETNS.glob(f"{PREFIX}-*")])
+
+
 def tool_owner_alive(namespace: str) -> bool:
     """Whether the process a tool's namespace is named after (bloatlab-WHAT-PID) still runs.
     A name without a pid has no owner to wait for."""
@@ -484,15 +502,9 @@ def clean_orphaned_networks(errors: list[BloatlabError]) -> tuple[list[str], lis
     owned = {ns for st in spared for ns in st.namespaces} | {ns for st in spared for ns in _network_namespaces(st.name)}
     strays = [ns for ns in netns.list_namespaces() if ns.startswith(NETNS_PREFIXES) and ns not in owned
               and not (ns.startswith(f"{PREFIX}-") and tool_owner_alive(ns))]
-    removed += _end_processes(strays)
-    for ns in strays:
-        try:
-            netns.delete(ns)
-            removed.append(f"namespace {ns}")
-        except proc.CommandError as e:
-            errors.append(e)
+    removed += _delete_namespaces(strays, errors)
     live = {ns for st in spared for ns in st.namespaces}
-    for etc in sorted([*ETC_NETNS.glob(f"{PREFIX}.*"), *ETC_NETNS.glob(f"{PREFIX}-*")]):
+    for etc in _etc_entries():
         if etc.name not in live and not netns.exists(etc.name):
             shutil.rmtree(etc, ignore_errors=True)
             removed.append(str(etc))
@@ -511,15 +523,8 @@ def clean_networks(errors: list[BloatlabError]) -> list[str]:
             dp = Datapath(st.datapath["pid"], st.datapath["starttime"])
             if dp.stop():
                 removed.append(f"process {dp.pid} (bloatlab-link of {st.name})")
-    namespaces = [ns for ns in netns.list_namespaces() if ns.startswith(NETNS_PREFIXES)]
-    removed += _end_processes(namespaces)
-    for ns in namespaces:
-        try:
-            netns.delete(ns)
-            removed.append(f"namespace {ns}")
-        except proc.CommandError as e:
-            errors.append(e)  # try the rest first
-    for etc in sorted([*ETC_NETNS.glob(f"{PREFIX}.*"), *ETC_NETNS.glob(f"{PREFIX}-*")]):
+    removed += _delete_namespaces([ns for ns in netns.list_namespaces() if ns.startswith(NETNS_PREFIXES)], errors)
+    for etc in _etc_entries():
         shutil.rmtree(etc, ignore_errors=True)
         removed.append(str(etc))
     if state.RUN_DIR.exists():

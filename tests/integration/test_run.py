@@ -66,9 +66,11 @@ def test_the_queue_fills_and_the_rtt_peaks_at_base_plus_queue(cs244, maxq):
     rtt = summary["rtt_ms"]
     assert rtt["count"] >= 140  # 10 a second for 15 s
     assert rtt["min"] >= BASE_RTT_MS  # nothing is faster than light
-    # The queue's top: p95 sits within a few packets of the peak in either sawtooth. The max
-    # alone would carry any millisecond this shared machine stalled the datapath.
-    assert rtt["p95"] == pytest.approx(peak_rtt_ms(maxq), rel=0.08)
+    # The queue's top, from the second-highest ping or so (p99 of ~150): the max alone carries
+    # whatever a stall of this shared machine adds (54.8 ms against 44.2 in one CI run), and the
+    # p95 depends on where 15 s cut Reno's slow sawtooth at maxq 100 (126.7 against 141.1 in
+    # another, whose p99 was 139.5). Machine-noise tolerances, not chance bounds.
+    assert rtt["p99"] == pytest.approx(peak_rtt_ms(maxq), rel=0.08)
     assert rtt["max"] >= 0.92 * peak_rtt_ms(maxq)
     # The bulk flow keeps the bottleneck busy: goodput near its payload capacity.
     payload_mbps = 10 * 1448 / 1514

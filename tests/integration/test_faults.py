@@ -70,16 +70,18 @@ def clean() -> subprocess.CompletedProcess:
     return done
 
 
-def test_a_run_killed_outright_still_says_what_it_was(tmp_path):
+def test_a_run_killed_outright_still_says_what_it_was_and_keeps_what_it_measured(tmp_path):
     out = tmp_path / "killed"
     with started_run(out) as proc:
-        wait_for_pings(proc, out)
-        # Written at the start, before anything was measured: spec, seeds, machine, tools.
+        wait_for_pings(proc, out, count=50)
+        # Written at the start, before anything was measured: spec, seeds, machine, tools; and
+        # again at t0 with the clock the tools' stamps are read on.
         run = json.loads((out / "run.json").read_text())
         assert run["complete"] is False and run["incomplete_reason"].startswith("unfinished: started ")
-        assert f"by process {proc.pid}" in run["incomplete_reason"]
+        assert f"by process {proc.pid}" in run["incomplete_reason"] and run["owner"]["pid"] == proc.pid
         assert run["params"]["duration"] == "30s" and run["links"][0]["forward"]["seed"] is not None
         assert run["machine"]["kernel"] == os.uname().release and run["tools"]["iperf3"]
+        assert run["t0_monotonic_s"] < time.monotonic() and run["probes"]["queue"] == {"s0->h2": "datapath"}
         proc.kill()  # SIGKILL: no handler runs, nothing is torn down
         proc.wait()
     network = json.loads((out / "run.json").read_text())["network"]
@@ -88,22 +90,41 @@ def test_a_run_killed_outright_still_says_what_it_was(tmp_path):
     assert f"removed namespace bloatlab.{network}.h1" in done.stdout
     assert leftovers(network) == []  # ... until clean: an orphan, since its owner is gone
     assert not list(Path("/sys/kernel/tracing/instances").glob(f"bloatlab-{network}*"))
-    # What the tools wrote as they ran is kept.
-    assert (out / "raw" / "ping.ping.txt").read_text().count("time=") >= 20
+    assert not (out / "summary.json").exists()
+    # What the tools wrote as they ran is kept, and the report makes the run's files of it.
     report = subprocess.run([sys.executable, "-m", "bloatlab", "report", str(out)], capture_output=True, text=True,
                             timeout=120)
-    assert "Traceback" not in report.stderr
-    assert report.returncode == 0 and "unfinished" in (out / "report.html").read_text()
+    assert report.returncode == 0 and "Traceback" not in report.stderr, report.stderr
+    assert report.stdout.startswith("recovered a run that ended without its results (ended at about "), report.stdout
+    run = json.loads((out / "run.json").read_text())
+    assert run["complete"] is False and run["incomplete_reason"].startswith("ended at about ")
+    killed_at = float(run["incomplete_reason"].split()[3])
+    assert 4.5 <= killed_at <= 20, run["incomplete_reason"]
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["complete"] is False and abs(summary["duration_s"] - killed_at) < 0.05
+    assert summary["rtt_ms"]["count"] >= 45 and summary["rtt_ms"]["median"] > 20  # 4 x 5 ms, and a queue
+    assert summary["queue"]["s0->h2"]["max_pkts"] > 0 and summary["fetch_s"]["count"] >= 1
+    rows = {name: (out / "series" / f"{name}.csv").read_text().splitlines()[1:]
+            for name in ("ping", "queue", "cwnd", "throughput", "fetch")}
+    assert all(rows.values()), {name: len(r) for name, r in rows.items()}
+    assert max(float(r.split(",")[0]) for r in rows["ping"]) <= killed_at + 0.5
+    assert list((out / "plots").glob("*.png")) and "ended at about" in (out / "report.html").read_text()
+    # Recovered once: the second report only redraws.
+    again = subprocess.run([sys.executable, "-m", "bloatlab", "report", str(out)], capture_output=True, text=True,
+                           timeout=120)
+    assert again.returncode == 0 and not again.stdout.startswith("recovered"), again.stdout
 
 
-@pytest.mark.parametrize("tool", ["iperf3", "ping"])
-def test_a_workload_tool_that_dies_makes_the_run_incomplete(tmp_path, tool):
+@pytest.mark.parametrize("tool,argv_has", [("iperf3", "-c"), ("iperf3", "-s"), ("ping", "-D")],
+                         ids=["iperf3-client", "iperf3-server", "ping"])
+def test_a_workload_tool_that_dies_makes_the_run_incomplete(tmp_path, tool, argv_has):
     out = tmp_path / tool
     with started_run(out, "duration=12s") as proc:
         wait_for_pings(proc, out)
         network = json.loads((out / "run.json").read_text())["network"]
-        victims = pids_of(network, tool)
-        assert victims, f"no {tool} in the run"
+        victims = [pid for pid in pids_of(network, tool)
+                   if argv_has.encode() in Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")]
+        assert victims, f"no {tool} {argv_has} in the run"
         for pid in victims:
             os.kill(pid, signal.SIGKILL)
         stderr = ends(proc)
@@ -157,6 +178,73 @@ def test_a_run_killed_while_its_network_is_built_leaves_only_what_clean_removes(
     assert not [ns for ns in netns.list_namespaces() if ns.startswith("bloatlab.run-")]
 
 
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_a_stop_signal_while_the_network_is_built_removes_it_at_once(tmp_path, sig):
+    out = tmp_path / "early"
+    with started_run(out) as proc:
+        wait_for(out / "run.json", proc)  # written before anything is built, with the network's name
+        network = json.loads((out / "run.json").read_text())["network"]
+        deadline = time.monotonic() + 30
+        while not leftovers(network):
+            assert time.monotonic() < deadline and proc.poll() is None, "the run built nothing"
+            time.sleep(0.005)
+        proc.send_signal(sig)
+        stderr = ends(proc)
+    run = json.loads((out / "run.json").read_text())
+    assert proc.returncode == 130 and "Traceback" not in stderr, stderr
+    assert run["complete"] is False and run["incomplete_reason"] == "interrupted at 0.0 s of 30 s"
+    assert leftovers(network) == []
+
+
+def wait_for(path: Path, proc: subprocess.Popen, timeout_s: float = 30) -> None:
+    """Until the run writes `path` (whole: it writes a file then renames it)."""
+    deadline = time.monotonic() + timeout_s
+    while not path.exists():
+        assert time.monotonic() < deadline and proc.poll() is None, f"{path} never came"
+        time.sleep(0.005)
+
+
+def until_its_results_are_written(proc: subprocess.Popen, out: Path) -> None:
+    """Until the run's network is gone: its schedule is over, and it writes its results."""
+    wait_for_pings(proc, out, count=5)
+    network = json.loads((out / "run.json").read_text())["network"]
+    deadline = time.monotonic() + 60
+    while any(ns.startswith(f"bloatlab.{network}.") for ns in netns.list_namespaces()):
+        assert time.monotonic() < deadline and proc.poll() is None, "the run never ended its schedule"
+        time.sleep(0.005)
+
+
+def test_ctrl_c_while_the_results_are_written_keeps_the_run_whole(tmp_path):
+    out = tmp_path / "writing"
+    with started_run(out, "duration=4s") as proc:
+        until_its_results_are_written(proc, out)
+        proc.send_signal(signal.SIGINT)  # the measurement is over: nothing is lost by finishing
+        stderr = ends(proc)
+    assert proc.returncode == 0 and "Traceback" not in stderr, stderr
+    run = json.loads((out / "run.json").read_text())
+    summary = json.loads((out / "summary.json").read_text())
+    assert run["complete"] is True and summary["complete"] is True and summary["rtt_ms"]["count"] >= 30
+    assert (out / "report.html").exists()
+
+
+def test_a_run_killed_while_its_results_are_written_is_whole_or_recovered_never_half(tmp_path):
+    out = tmp_path / "writing"
+    with started_run(out, "duration=4s") as proc:
+        until_its_results_are_written(proc, out)
+        proc.kill()
+        proc.wait()
+    report = subprocess.run([sys.executable, "-m", "bloatlab", "report", str(out)], capture_output=True, text=True,
+                            timeout=120)
+    assert report.returncode == 0 and "Traceback" not in report.stderr, report.stderr
+    run = json.loads((out / "run.json").read_text())
+    summary = json.loads((out / "summary.json").read_text())
+    # run.json is written last: complete means every other file is whole; otherwise the
+    # report recovered the run from raw/, and it says so.
+    assert run["complete"] is summary["complete"]
+    assert run["complete"] or run["incomplete_reason"].startswith("ended at about "), run["incomplete_reason"]
+    assert summary["rtt_ms"]["count"] >= 30 and (out / "series" / "queue.csv").stat().st_size > 100
+
+
 def test_two_runs_into_one_out_the_second_is_refused_at_once(tmp_path):
     out = tmp_path / "one"
     with started_run(out, "duration=6s") as first:
@@ -170,10 +258,11 @@ def test_two_runs_into_one_out_the_second_is_refused_at_once(tmp_path):
     assert json.loads((out / "run.json").read_text())["complete"] is True
 
 
-def test_a_missing_tool_is_named_before_anything_is_built(tmp_path):
-    bin_dir = tmp_path / "bin"  # every tool but iperf3
+@pytest.mark.parametrize("missing", ["iperf3", "curl"])
+def test_a_missing_tool_is_named_before_anything_is_built(tmp_path, missing):
+    bin_dir = tmp_path / "bin"  # every tool a run needs but one
     bin_dir.mkdir()
-    for tool in ("ip", "tc", "ping", "curl", "ethtool", "ss", "sysctl", "nsenter"):
+    for tool in {"ip", "tc", "ping", "curl", "iperf3", "ethtool", "ss", "sysctl", "nsenter"} - {missing}:
         for d in os.environ["PATH"].split(os.pathsep) + ["/usr/sbin", "/sbin"]:
             if (Path(d) / tool).exists():
                 (bin_dir / tool).symlink_to(Path(d) / tool)
@@ -182,7 +271,7 @@ def test_a_missing_tool_is_named_before_anything_is_built(tmp_path):
     done = subprocess.run([sys.executable, "-m", "bloatlab", "run", "--preset", "cs244", "--out", str(tmp_path / "o"),
                            "--quiet"], capture_output=True, text=True, timeout=60,
                           env={**os.environ, "PATH": str(bin_dir)})
-    assert done.returncode == 3 and done.stderr.count("\n") == 1 and "iperf3" in done.stderr, done.stderr
+    assert done.returncode == 3 and done.stderr.count("\n") == 1 and missing in done.stderr, done.stderr
     assert set(netns.list_namespaces()) == before and not (tmp_path / "o").exists()
 
 
@@ -199,6 +288,31 @@ def test_a_full_disk_under_out_is_one_line_and_a_clean_machine(tmp_path):
         assert lines and "No space left on device" in lines[-1], done.stderr
         run = json.loads((disk / "run" / "run.json").read_text())
         assert leftovers(run["network"]) == [] if run.get("network") else True
+    finally:
+        subprocess.run(["umount", str(disk)], check=True)
+
+
+def test_a_disk_that_fills_during_the_run_is_one_line_and_a_clean_machine(tmp_path):
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    # Room for run.json and the first seconds: the tracepoint's raw lines fill the rest.
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "bloatlab-full", str(disk)], check=True)
+    try:
+        with started_run(disk / "run", "duration=6s") as proc:
+            wait_for_pings(proc, disk / "run", count=5)  # the run is under way when the disk fills
+            stderr = ends(proc)
+        assert "Traceback" not in stderr, stderr
+        lines = stderr.strip().splitlines()
+        assert proc.returncode in (1, 3) and lines and "No space left on device" in lines[-1], stderr
+        run = json.loads((disk / "run" / "run.json").read_text())
+        assert run["complete"] is False and leftovers(run["network"]) == []
+        # With room again, the report writes the run's results from what its tools wrote.
+        subprocess.run(["mount", "-o", "remount,size=16m", str(disk)], check=True)
+        report = subprocess.run([sys.executable, "-m", "bloatlab", "report", str(disk / "run")], capture_output=True,
+                                text=True, timeout=120)
+        assert report.returncode == 0 and report.stdout.startswith("recovered a run"), report
+        summary = json.loads((disk / "run" / "summary.json").read_text())
+        assert summary["complete"] is False and summary["rtt_ms"]["count"] >= 5
     finally:
         subprocess.run(["umount", str(disk)], check=True)
 
@@ -253,3 +367,26 @@ def test_a_sweep_killed_outright_is_cleaned_and_resumed(tmp_path):
     assert "1 of 2 runs already complete, 1 to run" in resumed.stdout
     assert json.loads((second / "run.json").read_text())["complete"] is True
     assert json.loads((out / "sweep.json").read_text())["status"] == "complete"
+
+
+def test_a_sweep_stopped_by_sigterm_keeps_its_complete_runs_for_resume(tmp_path):
+    out = tmp_path / "s"
+    argv = [sys.executable, "-m", "bloatlab", "run", "--preset", "cs244", "--sweep", "maxq=20,100",
+            "--set", "duration=4s", "--out", str(out), "--quiet"]
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while not (out / "maxq=100" / "rep1" / "raw" / "ping.ping.txt").exists():
+            assert time.monotonic() < deadline and proc.poll() is None, "the second run never started"
+            time.sleep(0.2)
+        proc.send_signal(signal.SIGTERM)
+        stderr = proc.communicate(timeout=120)[1]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 130 and "Traceback" not in stderr and "--resume" in stderr, stderr
+    sweep = json.loads((out / "sweep.json").read_text())
+    assert [r["status"] for p in sweep["points"] for r in p["runs"]] == ["complete", "incomplete"]
+    stopped = json.loads((out / "maxq=100" / "rep1" / "run.json").read_text())
+    assert stopped["incomplete_reason"].startswith("interrupted at ") and leftovers(stopped["network"]) == []

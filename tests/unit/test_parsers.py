@@ -55,6 +55,15 @@ def test_iperf3_udp():
     assert r.lost_percent == pytest.approx(14.08, abs=0.01)
 
 
+def test_iperf3_tcp_stopped_by_a_signal_says_its_receiver_totals_are_missing():
+    # SIGTERM to the client 5.7 s into a 30 s test: it prints the sender's totals, and zeros
+    # for the receiver's, which never came.
+    r = parse_iperf3((DATA / "iperf3-tcp-interrupted.json").read_text())
+    assert r.cut_short and r.receiver_bps == 0 and r.sender_bps == pytest.approx(9.07e6, rel=0.01)
+    assert not parse_iperf3((DATA / "iperf3-tcp.json").read_text()).cut_short
+    assert not parse_iperf3((DATA / "iperf3-udp.json").read_text()).cut_short
+
+
 def test_iperf3_errors_are_one_line():
     with pytest.raises(BloatlabError, match="iperf3 failed: unable to connect"):
         parse_iperf3('{"start": {}, "intervals": [], "end": {}, "error": "unable to connect to server"}')

@@ -1,9 +1,13 @@
 """The results writer: a RunRecord into summary.json and run.json, also for a run cut short
 before anything was measured."""
 
+import json
+
+import pytest
+
 from bloatlab.experiment.record import RunRecord
-from bloatlab.results.writer import run_document, summary
-from bloatlab.specs.experiment import load_preset
+from bloatlab.results.writer import record_from_document, run_document, summary
+from bloatlab.specs.experiment import list_presets, load_preset
 
 
 def test_a_run_cut_short_before_its_probes_still_names_every_probed_queue():
@@ -19,3 +23,23 @@ def test_a_run_cut_short_before_its_probes_still_names_every_probed_queue():
     assert meta["probes"]["queue"] == {}  # nothing was measured, so by nothing
     # The queue as it ran: the discipline's every parameter, defaults filled in.
     assert meta["links"][1]["forward"]["queue"] == {"discipline": "droptail", "packets": 100, "bytes": None}
+
+
+@pytest.mark.parametrize("preset", [name for name, _ in list_presets()])
+def test_run_json_gives_back_the_experiment_and_the_record_that_wrote_it(preset):
+    # What a killed run is recovered from: its run.json, as written at t0, and nothing else.
+    experiment = load_preset(preset)
+    record = RunRecord(experiment, started_at="2026-11-27T07:00:00+00:00", t0_real=1.79e9, t0_mono=5000.25,
+                       owner={"pid": 4242, "starttime": 77}, network="run-abc123",
+                       backends=["userspace"] * len(experiment.topology.links), tcp_probe="ss",
+                       ports={w.name: 20000 + i for i, w in enumerate(experiment.workloads)},
+                       timer={"p99_ns": 60000}, machine={"kernel": "6.1"}, tools={"iperf3": "3.12"})
+    doc = json.loads(json.dumps(run_document(record)))
+    back = record_from_document(doc)
+    assert back.experiment == experiment  # repeat, params, preset and source included
+    for name in ("started_at", "t0_real", "t0_mono", "owner", "network", "backends", "tcp_probe", "timer", "machine",
+                 "tools"):
+        assert getattr(back, name) == getattr(record, name), name
+    # Ports come back for the flows that have a server to tell them apart by (not pings).
+    assert back.ports == {name: port for name, port in record.ports.items() if name in doc["flows"]}
+    assert back.collected.ping == [] and back.cwnd == []

@@ -189,9 +189,14 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 def cmd_report(args: argparse.Namespace) -> int:
     from bloatlab.analysis.report import write_report
+    from bloatlab.lab.run import recover_run
 
-    report = write_report(args.dir)
-    emit(args, {"report": str(report)}, str(report))
+    # A run killed outright wrote no series: first what its tools had written by then.
+    recovered = recover_run(args.dir)
+    report = recovered.report if recovered is not None and recovered.report else write_report(args.dir)
+    said = f"recovered a run that ended without its results ({recovered.reason})\n" if recovered is not None else ""
+    emit(args, {"report": str(report), "recovered": recovered.reason if recovered is not None else None},
+         f"{said}{report}")
     return 0
 
 
@@ -279,7 +284,9 @@ def add_parsers(commands: argparse._SubParsersAction) -> None:
                              "Reads DIR's files alone (run.json, summary.json, series/; or sweep.json, aggregate.json and "
                              "the\nrun directories) and writes DIR/report.html: what ran, on what machine, the numbers "
                              "per\nconfiguration and the figures, embedded. It opens in any browser, with no server "
-                             "(docs/sweeps.md).",
+                             "(docs/sweeps.md).\n\nA run killed outright (SIGKILL, a crash, a full disk) left only run.json "
+                             "and raw/: its series and\nsummary are first rebuilt from what its tools had written "
+                             "by then, still marked incomplete.",
                              ["bloatlab report results/q", "bloatlab report results/cs244-maxq100-20261121-101500"])
     report.add_argument("dir", metavar="DIR", type=Path,
                         help="a run's or a sweep's results directory").complete = DIRECTORY

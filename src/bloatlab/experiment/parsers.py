@@ -66,6 +66,9 @@ class IperfResult:
     lost_percent: float | None  # UDP, as the receiver saw it
     jitter_ms: float | None  # UDP
     intervals: list[dict[str, Any]]  # iperf3's own per-interval sums
+    # Stopped (a signal) before the receiver's totals came back: the client then prints 0 for
+    # them, which is not what the receiver got.
+    cut_short: bool = False
 
 
 def parse_iperf3(text: str) -> IperfResult:
@@ -88,10 +91,18 @@ def parse_iperf3(text: str) -> IperfResult:
         return IperfResult("UDP", float(sent.get("bits_per_second", 0.0)), float(recv.get("bits_per_second", 0.0)),
                            float(recv.get("seconds", s.get("seconds", 0.0))), None,
                            float(s.get("lost_percent", recv.get("lost_percent", 0.0))),
-                           float(s.get("jitter_ms", recv.get("jitter_ms", 0.0))), intervals)
+                           float(s.get("jitter_ms", recv.get("jitter_ms", 0.0))), intervals,
+                           _cut_short(doc, sent, recv))
     sent, recv = end.get("sum_sent", {}), end.get("sum_received", {})
     return IperfResult("TCP", float(sent.get("bits_per_second", 0.0)), float(recv.get("bits_per_second", 0.0)),
-                       float(recv.get("seconds", 0.0)), int(sent.get("retransmits", 0)), None, None, intervals)
+                       float(recv.get("seconds", 0.0)), int(sent.get("retransmits", 0)), None, None, intervals,
+                       _cut_short(doc, sent, recv))
+
+
+def _cut_short(doc: dict[str, Any], sent: dict[str, Any], recv: dict[str, Any]) -> bool:
+    """iperf3 said why it stopped ("interrupt - the client has terminated") and its receiver's
+    sum is empty though it sent: the receiver's totals never came back."""
+    return "error" in doc and not recv.get("bytes") and bool(sent.get("bytes"))
 
 
 # The tcp:tcp_probe tracepoint ----------------------------------------------------------------

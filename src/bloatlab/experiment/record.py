@@ -58,6 +58,8 @@ class RunRecord:
     started_at: str | None = None  # ISO 8601, wall clock
     ended_at: str | None = None
     t0_real: float | None = None  # t0 on the wall clock; None when the schedule never started
+    t0_mono: float | None = None  # and on CLOCK_MONOTONIC, which the tools' stamps and the queue logs use
+    owner: dict[str, int | None] | None = None  # the process running it: {"pid", "starttime"}
     duration_s: float = 0.0  # what ran of the schedule
     incomplete_reason: str | None = None
     errors: list[str] = field(default_factory=list)

@@ -56,6 +56,9 @@ class Running:
         self.port = port
         self.procs: list[subprocess.Popen] = []
         self.started = False
+        # Read back from the files of a run killed outright (lab/run.py recover_run): its tools
+        # were killed too, so what they print only as they end is missing, and that is no fault.
+        self.recovered = False
 
     def prepare(self) -> None:
         """Before t0: start servers."""

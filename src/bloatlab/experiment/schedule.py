@@ -20,11 +20,12 @@ END_GRACE_S = 10.0  # iperf3 clients finish their last interval and report after
 
 def play(workloads: list[Running], duration_s: float, clock: Clock,
          tick: Callable[[float], None] | None = None, watch: Callable[[float], None] | None = None) -> None:
-    """Mark t0, then start and stop each workload on its schedule for duration_s; tick(seconds
+    """Mark t0 (unless the caller has), then start and stop each workload on its schedule for duration_s; tick(seconds
     since t0) every TICK_S. Then tell every workload to stop and give the tools END_GRACE_S to
     end by themselves (their final reports). Every tick, each running workload checks its tools,
     and watch(seconds since t0) what else the run needs (the datapath): either raises RunFault."""
-    clock.mark()
+    if not clock.started:
+        clock.mark()
     pending = sorted(workloads, key=lambda w: w.w.start_ns)
     stopping = sorted(workloads, key=lambda w: w.w.stop_ns)
     running: list[Running] = []

@@ -85,20 +85,35 @@ class IperfFlow(Running):
         got = Collected()
         if not self.started:
             return got
-        self.server_log.thread.join(timeout=5)
-        if self.server_log.error:
-            got.errors.append(f"{self.w.name}: {self.server_log.error}")
-        text = (self.raw / f"{self.w.name}.client.json").read_text(errors="replace")
+        server_log = getattr(self, "server_log", None)  # none when a killed run is recovered
+        if server_log is not None:
+            server_log.thread.join(timeout=5)
+            if server_log.error:
+                got.errors.append(f"{self.w.name}: {server_log.error}")
+        client = self.raw / f"{self.w.name}.client.json"
+        text = client.read_text(errors="replace") if client.exists() else ""
+        server = self.raw / f"{self.w.name}.server.txt"
+        lines = server.read_text(errors="replace").splitlines() if server.exists() else []
+        got.throughput = [(t - self.clock.t0_mono, self.w.name, mbps)
+                          for t, mbps in parse_iperf3_intervals(lines)]
         flow: dict[str, Any] = {"kind": self.w.kind, "goodput_mbps": None}
         try:
             result = parse_iperf3(text)
             flow.update(self.flow_summary(result))
+            cut_short = result.cut_short
         except BloatlabError as e:
-            got.errors.append(f"{self.w.name}: {e}")
+            if not self.recovered:
+                got.errors.append(f"{self.w.name}: {e}")
+            cut_short = self.recovered
+        if cut_short:
+            # The receiver's own figure is then its server's interval reports, not the 0 the
+            # client prints; what only the receiver's totals say is unknown.
+            rates = [mbps for *_, mbps in got.throughput]
+            flow.update({key: None for key in ("lost_percent", "jitter_ms") if key in flow},
+                        goodput_mbps=sum(rates) / len(rates) if rates else None)
+            got.warnings.append(f"{self.w.name}: iperf3 stopped before its receiver's totals came back; its "
+                                f"goodput is the mean of the receiver's {len(rates)} interval reports")
         got.flows[self.w.name] = flow
-        lines = (self.raw / f"{self.w.name}.server.txt").read_text(errors="replace").splitlines()
-        got.throughput = [(t - self.clock.t0_mono, self.w.name, mbps)
-                          for t, mbps in parse_iperf3_intervals(lines)]
         return got
 
     def flow_summary(self, result: IperfResult) -> dict[str, Any]:
@@ -150,13 +165,18 @@ class PingFlow(Running):
             return got
         text = (self.raw / f"{self.w.name}.ping.txt").read_text(errors="replace")
         offset = self.clock.t0_real
-        got.ping = [(r.t_s - offset, self.w.name, r.rtt_ms) for r in parse_ping_replies(text) if r.t_s is not None]
+        replies = parse_ping_replies(text)
+        got.ping = [(r.t_s - offset, self.w.name, r.rtt_ms) for r in replies if r.t_s is not None]
         try:
             summary = parse_ping_summary(text)
             # The request sent just before SIGINT may still be on its way: not lost.
             got.ping_lost = max(0, summary.transmitted - summary.received - 1)
         except BloatlabError as e:
-            got.errors.append(f"{self.w.name}: {e}")
+            if not self.recovered:
+                got.errors.append(f"{self.w.name}: {e}")
+            # Killed before its statistics: the requests never answered below the last answer.
+            seqs = {r.seq for r in replies}
+            got.ping_lost = max(seqs) - len(seqs) if seqs else 0
         got.per_ping[self.w.name] = ([rtt for *_, rtt in got.ping], got.ping_lost)
         return got
 
@@ -224,7 +244,6 @@ class WebFetches(Running):
                 str(self.docroot), self.w.cc]
         self._spawn(self.w.server, argv, self.raw / f"{self.w.name}.server.log")
         wait_listening(self.net, self.w.server, self.port, f"web server of {self.w.name}")
-        self.rows: list[tuple[float, float, str, int]] = []
         self.failures: list[str] = []
         self.halt = threading.Event()
         self.current: subprocess.Popen | None = None
@@ -274,7 +293,12 @@ class WebFetches(Running):
         if not ok and not self.halt.is_set():
             self.failures.append(f"fetch at {t_start:.1f} s: curl exit {proc.returncode}, HTTP {code}, {size} bytes")
         if ok or not self.halt.is_set():  # a fetch cut short by the end of the run is not a result
-            self.rows.append((t_start, seconds, self.w.name, int(ok)))
+            # Kept as it comes: a run killed outright still has its fetches.
+            with open(self._fetches_path(), "a") as f:
+                f.write(f"{t_start:.6f} {seconds:.6f} {int(ok)}\n")
+
+    def _fetches_path(self) -> Path:
+        return self.raw / f"{self.w.name}.fetches.txt"
 
     def end(self) -> None:
         if hasattr(self, "halt"):
@@ -291,10 +315,14 @@ class WebFetches(Running):
     def collect(self) -> Collected:
         got = Collected()
         if self.started:
-            got.fetch = list(self.rows)
-            (self.raw / f"{self.w.name}.fetches.txt").write_text(
-                "".join(f"{t:.6f} {s:.6f} {ok}\n" for t, s, _, ok in self.rows))
-            if self.failures:
+            path = self._fetches_path()
+            for line in path.read_text().splitlines() if path.exists() else []:
+                try:
+                    t, s, ok = line.split()
+                    got.fetch.append((float(t), float(s), self.w.name, int(ok)))
+                except ValueError:  # a line a kill cut short: the last
+                    break
+            if getattr(self, "failures", None):
                 got.warnings.append(f"{self.w.name}: {len(self.failures)} failed fetches, first: {self.failures[0]}")
         return got
 

@@ -13,6 +13,7 @@ probes' tracefs instance, and still writes what was measured, marked `complete: 
 from __future__ import annotations
 
 import functools
+import json
 import logging
 import os
 import secrets
@@ -22,10 +23,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from bloatlab.analysis.summary import headline
+from bloatlab import proc
 from bloatlab.errors import BloatlabError, MachineError
 from bloatlab.experiment.clock import Clock
 from bloatlab.experiment.probes import QueueSource, RunProbes, choose_tcp_probe
-from bloatlab.experiment.record import Collected, RunRecord
+from bloatlab.experiment.record import Collected, QueueMeasure, RunRecord
 from bloatlab.experiment.schedule import play
 from bloatlab.experiment.running import RunFault, Running, pick_ports
 from bloatlab.experiment.workloads import check_congestion_controls, check_tools, running
@@ -36,7 +38,7 @@ from bloatlab.lab.simulate import simulate_experiment
 from bloatlab.sim.driver import build as build_driver
 from bloatlab.progress import Progress
 from bloatlab.results.files import RunDir
-from bloatlab.results.writer import run_document
+from bloatlab.results.writer import record_from_document, run_document
 from bloatlab.specs.experiment import SweepPlan
 from bloatlab.specs.model import Bulk, Experiment, Web
 
@@ -49,6 +51,10 @@ from bloatlab.testbed.machine import machine, snapshot, tool_versions
 from bloatlab.testbed.network import DP_NODE, Network
 
 log = logging.getLogger(__name__)
+
+
+# How run.json's incomplete_reason begins while its run still runs, or was killed outright.
+UNFINISHED = "unfinished"
 
 
 def network_name() -> str:
@@ -123,7 +129,8 @@ class Run:
                 outcome = self._write()
             except OSError as e:  # a full or failing disk: the network is gone already
                 raise MachineError(f"the run ended but its results could not be written to {self.dir.path}: "
-                                   f"{e.strerror}; free space there and run it again", field="--out") from None
+                                   f"{e.strerror}; free space there, then `bloatlab report {self.dir.path}` writes "
+                                   "them from what its tools wrote to raw/", field="--out") from None
             # A Ctrl-C while cleaning up leaves this run whole but must still stop a sweep.
             outcome.interrupted = interrupts.received is not None
             return outcome
@@ -135,10 +142,17 @@ class Run:
         record = self.record
         record.machine, record.tools = machine(), tool_versions()
         record.network = network_name()  # named now, so that a killed run's network can be found
-        doc = run_document(record)
+        record.owner = {"pid": os.getpid(), "starttime": proc.starttime(os.getpid())}
+        self._write_unfinished()
+
+    def _write_unfinished(self) -> None:
+        """run.json as it stands, still marked unfinished: at the start, and again at t0 with
+        what recovering a killed run needs (t0, ports, backends, the probes' sources)."""
+        doc = run_document(self.record)
         doc["complete"] = False
-        doc["incomplete_reason"] = (f"unfinished: started {record.started_at} by process {os.getpid()}; "
-                                    "if that process is gone, the run was killed before it could end")
+        doc["incomplete_reason"] = (f"{UNFINISHED}: started {self.record.started_at} by process {os.getpid()}; "
+                                    "if that process is gone, the run was killed before it could end "
+                                    "(bloatlab report DIR recovers what it measured)")
         self.dir.write_json("run.json", doc)
 
     def _elapsed_s(self) -> float:
@@ -162,7 +176,8 @@ class Run:
         record.snapshots = {node: snapshot(self.net.namespace(node)) for node in exp.topology.node_names()}
         if netns.exists(self.net.datapath_namespace):  # kernel links' qdiscs; "_" is no node's name
             record.snapshots[DP_NODE] = snapshot(self.net.datapath_namespace)
-        self.probes = RunProbes(exp, self.net, self.dir.raw, record.ports, record.tcp_probe, self._queue_sources())
+        sources = queue_sources(exp, self.net.backends, self.net)
+        self.probes = RunProbes(exp, self.net, self.dir.raw, record.ports, record.tcp_probe, sources)
         self.probes.start()
         if self.net.datapath is not None:  # the baseline its departures' lateness is judged by
             record.timer = timer_overshoot()
@@ -174,6 +189,13 @@ class Run:
         # not after it; the schedule's thread only wakes every 50 ms.
         self.preload = threading.Thread(target=preload_writers, name="preload-writers", daemon=True)
         self.preload.start()
+        # t0, and run.json again with what a killed run's recovery needs: the clock its tools'
+        # stamps are read on, the ports that tell its flows apart, where its queues were read.
+        self.clock.mark()
+        record.t0_real, record.t0_mono = self.clock.t0_real, self.clock.t0_mono
+        record.backends, record.host_cc = list(self.net.backends), dict(self.net.host_cc)
+        record.queues = {name: QueueMeasure(source.kind) for name, source in sources.items()}
+        self._write_unfinished()
         play(self.workloads, exp.duration_s, self.clock, tick, watch=self._watch)
         if bar is not None:
             bar.finish()
@@ -183,27 +205,6 @@ class Run:
         dp = self.net.datapath if self.net is not None else None
         if dp is not None and not dp.alive():
             raise RunFault(f"the datapath (bloatlab-link, pid {dp.pid}) died at {at_s:.1f} s: {dp.last_words()}")
-
-    def _queue_sources(self) -> dict[str, QueueSource]:
-        """Where each probed direction's queue is read: bloatlab-link's log, or the kernel qdisc."""
-        assert self.net is not None
-        sources = {}
-        for name in self.exp.probes.queue:
-            index, which = self._direction(name)
-            link = self.exp.topology.links[index]
-            if self.net.backends[index] == "kernel":
-                port = self.net.queue_port(index, which)
-                sources[name] = QueueSource(link.name, which, "tc", port.ns, port.iface)
-            else:
-                sources[name] = QueueSource(link.name, which, "datapath")
-        return sources
-
-    def _direction(self, name: str) -> tuple[int, str]:
-        for index, link in enumerate(self.exp.topology.links):
-            for which in ("forward", "reverse"):
-                if link.direction_name(which) == name:
-                    return index, which
-        raise KeyError(name)
 
     def _teardown(self) -> None:
         """End every process, stop the probes, remove the network."""
@@ -274,6 +275,63 @@ class Run:
         if self.preload is not None:  # plots fork a child only when no other thread runs
             self.preload.join()
         return write_outcome(self.dir, self._collect(), svg=self.svg, plots=plots)
+
+
+def queue_sources(exp: Experiment, backends: list[str], net: Network | None = None) -> dict[str, QueueSource]:
+    """Where each probed direction's queue is read: bloatlab-link's log, or the kernel qdisc
+    (sampled in `net`; without it, only its samples' file is known)."""
+    sources = {}
+    for name in exp.probes.queue:
+        index, which = next((i, which) for i, link in enumerate(exp.topology.links)
+                            for which in ("forward", "reverse") if link.direction_name(which) == name)
+        link = exp.topology.links[index]
+        if backends[index] == "kernel":
+            port = net.queue_port(index, which) if net is not None else None
+            sources[name] = QueueSource(link.name, which, "tc", port.ns if port else None, port.iface if port else None)
+        else:
+            sources[name] = QueueSource(link.name, which, "datapath")
+    return sources
+
+
+def recover_run(path: Path) -> Outcome | None:
+    """What a run killed outright (SIGKILL, a crash) measured until it died, read from the files
+    its tools flushed as they ran (raw/): its series, summary, plots and report, marked
+    incomplete. None when there is nothing to recover: the run ended by itself (complete or
+    not), or its process still runs."""
+    try:
+        doc = json.loads((path / "run.json").read_text())
+    except (OSError, ValueError):
+        return None
+    owner = doc.get("owner") or {}
+    if (doc.get("complete") or not str(doc.get("incomplete_reason") or "").startswith(UNFINISHED)
+            or not owner.get("pid") or proc.alive(owner["pid"], owner.get("starttime"))):
+        return None
+    try:
+        record = record_from_document(doc)
+    except (KeyError, TypeError, ValueError) as e:  # a run.json edited or from another version
+        raise BloatlabError(f"{path}/run.json does not describe a run this bloatlab can recover ({e!r})",
+                            field="DIR") from None
+    exp = record.experiment
+    run = Run(exp, path, progress=False)
+    run.record = record
+    if record.t0_mono and record.t0_real:
+        run.clock = Clock(record.t0_mono, record.t0_real)
+        # The last write to raw/ is about when it died: ping alone writes every interval.
+        last = max((f.stat().st_mtime for f in run.dir.raw.rglob("*") if f.is_file()), default=record.t0_real)
+        run.stopped_s = min(max(0.0, last - record.t0_real), exp.duration_s)
+        for w in exp.workloads:
+            runner = running(w, None, run.dir.raw, run.clock, record.ports.get(w.name, 0))
+            runner.started, runner.recovered = w.start_ns / 1e9 < run.stopped_s, True
+            run.workloads.append(runner)
+        run.probes = RunProbes(exp, None, run.dir.raw, record.ports, record.tcp_probe,
+                               queue_sources(exp, record.backends))
+        record.incomplete_reason = (f"ended at about {run.stopped_s:.1f} s of {exp.duration_s:g} s without "
+                                    f"writing its results: process {owner['pid']} is gone (killed, crashed, or its "
+                                    "disk was full); its series are what its tools had written to raw/ by then")
+    else:
+        run.stopped_s = 0.0
+        record.incomplete_reason = f"ended before its workloads started: process {owner['pid']} is gone"
+    return run._write()
 
 
 def run_experiment(experiment: Experiment, out: Path | None = None, **kwargs: Any) -> Outcome:

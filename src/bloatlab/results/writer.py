@@ -10,6 +10,7 @@ from bloatlab.experiment.record import QUEUE_NUMBERS, RunRecord
 from bloatlab.results.files import RunDir
 from bloatlab.results.stats import FETCH_STATS, RTT_STATS, bufferbloat, describe
 from bloatlab.specs import dscp
+from bloatlab.specs.model import Experiment
 from bloatlab.testbed.datapath import lateness
 from bloatlab.testbed.links.base import capture_file
 from bloatlab.version import __version__
@@ -120,7 +121,8 @@ def run_document(record: RunRecord) -> dict[str, Any]:
         "bloatlab_version": __version__, "name": exp.name, "preset": exp.preset, "source": exp.source,
         "params": exp.params, "spec": exp.to_dict(),
         "started_at": record.started_at, "ended_at": record.ended_at,
-        "t0_realtime_s": record.t0_real or None,
+        "t0_realtime_s": record.t0_real or None, "t0_monotonic_s": record.t0_mono or None,
+        "owner": record.owner,
         "complete": record.complete, "incomplete_reason": record.incomplete_reason, "errors": record.errors,
         "warnings": record.warnings,
         "machine": record.machine, "tools": record.tools,
@@ -136,6 +138,23 @@ def run_document(record: RunRecord) -> dict[str, Any]:
                    "tcp_lost_events": record.tcp_lost_events},
         "snapshots": record.snapshots,
     }
+
+
+def record_from_document(doc: dict[str, Any]) -> RunRecord:
+    """What run_document wrote, back into a RunRecord, its measurements empty: how a killed run
+    is recovered from what it wrote as it started (lab/run.py recover_run)."""
+    exp = Experiment.from_dict(doc["spec"], params=doc.get("params"), preset=doc.get("preset"),
+                               source=doc.get("source"))
+    flows = doc.get("flows") or {}
+    return RunRecord(
+        exp, started_at=doc.get("started_at"), ended_at=doc.get("ended_at"), t0_real=doc.get("t0_realtime_s"),
+        t0_mono=doc.get("t0_monotonic_s"), owner=doc.get("owner"), incomplete_reason=doc.get("incomplete_reason"),
+        errors=list(doc.get("errors") or []), warnings=list(doc.get("warnings") or []), network=doc.get("network"),
+        backends=[link.get("backend") for link in doc.get("links", [])],
+        host_cc={h["name"]: h["cc"] for h in doc.get("hosts", []) if h.get("cc")},
+        ports={name: flow["port"] for name, flow in flows.items() if flow.get("port")},
+        tcp_probe=(doc.get("probes") or {}).get("tcp") or "none", timer=doc.get("timer"),
+        snapshots=doc.get("snapshots") or {}, machine=doc.get("machine") or {}, tools=doc.get("tools") or {})
 
 
 def write_run(run_dir: RunDir, record: RunRecord) -> dict[str, Any]:

@@ -300,6 +300,12 @@ class Probes:
         return {"tcp": self.tcp, "queue": list(self.queue), "pcap": list(self.pcap),
                 "pcap_snaplen": self.pcap_snaplen, "pcap_limit_bytes": self.pcap_limit_bytes}
 
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Probes:
+        """The inverse of to_dict()."""
+        return cls(tcp=data["tcp"], queue=tuple(data["queue"]), pcap=tuple(data["pcap"]),
+                   pcap_snaplen=data["pcap_snaplen"], pcap_limit_bytes=data["pcap_limit_bytes"])
+
 
 @dataclass(frozen=True)
 class Experiment:
@@ -328,6 +334,23 @@ class Experiment:
             workloads.append(entry)
         return {
             "name": self.name, "description": self.description, "duration_s": self.duration_s,
-            "seed": self.seed, "topology": self.topology.to_dict(), "workloads": workloads,
+            "seed": self.seed, "repeat": self.repeat, "topology": self.topology.to_dict(), "workloads": workloads,
             "probes": self.probes.to_dict(), "backend": self.backend,
         }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any], *, params: dict[str, Any] | None = None, preset: str | None = None,
+                  source: str | None = None) -> Experiment:
+        """The inverse of to_dict(), with what run.json keeps beside it (params, preset, source):
+        a run's own record of what it ran, read back without its spec file."""
+        return cls(name=data["name"], description=data["description"],
+                   topology=Topology.from_dict(data["topology"]),
+                   workloads=tuple(WORKLOAD_TYPES[w["kind"]](**w) for w in data["workloads"]),
+                   probes=Probes.from_dict(data["probes"]), duration_ns=round(data["duration_s"] * 1e9),
+                   seed=data["seed"], repeat=data.get("repeat", 1), params=dict(params or {}), preset=preset, source=source,
+                   backend=data.get("backend", "emulation"))
+
+
+# Each workload kind's spec (WORKLOAD_KINDS, in order).
+WORKLOAD_TYPES: dict[str, type[Workload]] = {"bulk": Bulk, "udp": Udp, "ping": Ping, "irtt": Irtt, "web": Web,
+                                             "responsiveness": Responsiveness}

@@ -51,7 +51,7 @@ class QueueSource:
 class RunProbes:
     """The probes of one run, on hosts that are up."""
 
-    def __init__(self, experiment: Experiment, hosts: Hosts, raw_dir: Path, ports: dict[str, int], tcp_kind: str,
+    def __init__(self, experiment: Experiment, hosts: Hosts | None, raw_dir: Path, ports: dict[str, int], tcp_kind: str,
                  queues: dict[str, QueueSource]):
         self.exp = experiment
         self.hosts = hosts
@@ -61,25 +61,31 @@ class RunProbes:
         self.queue_sources = queues  # per probed direction ("s0->h2")
         self.tcp: tcp_probe.TracepointProbe | tcp_probe.SsProbe | None = None
         self.samplers: dict[str, QdiscSampler] = {}
+        # Where each probe writes as it goes: read after the run, or after its process was killed.
+        self.tcp_path = {"tracepoint": raw_dir / "tcp_probe.txt", "ss": raw_dir / "ss.txt"}.get(tcp_kind)
+
+    def queue_path(self, source: QueueSource) -> Path:
+        if source.kind == "tc":
+            return self.raw / f"qdisc.{source.link}.{source.which}.csv"
+        return self.raw / "qlog" / f"{source.link}.{source.which}.qlog"
 
     def start(self) -> None:
         exp = self.exp
         if self.tcp_kind == "tracepoint":
             # Senders only: a bulk flow's client sends to the server's port, a web server from it.
             self.tcp = tcp_probe.TracepointProbe(
-                self.hosts.name, [], self.raw / "tcp_probe.txt",
+                self.hosts.name, [], self.tcp_path,
                 dports=[self.ports[w.name] for w in exp.workloads if isinstance(w, Bulk)],
                 sports=[self.ports[w.name] for w in exp.workloads if isinstance(w, Web)])
         elif self.tcp_kind == "ss":
             senders = sorted({w.src for w in exp.workloads if isinstance(w, Bulk)}
                              | {w.server for w in exp.workloads if isinstance(w, Web)})
-            self.tcp = tcp_probe.SsProbe(self.hosts, senders, list(self.ports.values()), self.raw / "ss.txt")
+            self.tcp = tcp_probe.SsProbe(self.hosts, senders, list(self.ports.values()), self.tcp_path)
         if self.tcp is not None:
             self.tcp.start()
         for name, source in self.queue_sources.items():
             if source.kind == "tc":
-                path = self.raw / f"qdisc.{source.link}.{source.which}.csv"
-                self.samplers[name] = QdiscSampler(source.ns, source.iface, path).start()
+                self.samplers[name] = QdiscSampler(source.ns, source.iface, self.queue_path(source)).start()
 
     def stop(self, errors: list[str]) -> None:
         """Stop every probe; what goes wrong is added to `errors`, and the others still stop."""
@@ -101,12 +107,12 @@ class RunProbes:
     def cwnd_rows(self, t0_mono: float) -> list[tuple]:
         """series/cwnd.csv: each bulk flow's data connection named after its workload, and each
         web fetch's connection as WORKLOAD#N."""
-        if self.tcp is None:
+        if self.tcp_path is None or not self.tcp_path.exists():
             return []
-        samples = tcp_probe.read_samples(self.tcp.raw_path, self.tcp_kind)
+        samples = tcp_probe.read_samples(self.tcp_path, self.tcp_kind)
         rows = []
         for w in self.exp.workloads:
-            port = self.ports[w.name]
+            port = self.ports.get(w.name)
             if isinstance(w, Bulk):
                 # The data connection of the sender's sockets to the server's port: the one whose
                 # cwnd grew most (iperf3's control connection idles at its initial window).
@@ -131,14 +137,10 @@ class RunProbes:
         """Each probed direction's queue over [0, duration_s]; empty numbers where nothing was recorded."""
         out = {}
         for name, source in self.queue_sources.items():
-            trace = None
-            if t0_mono:
-                if source.kind == "tc" and name in self.samplers and self.samplers[name].path.exists():
-                    trace = queue_probe.from_qdisc_csv(self.samplers[name].path, t0_mono)
-                elif source.kind == "datapath":
-                    path = self.raw / "qlog" / f"{source.link}.{source.which}.qlog"
-                    if path.exists():
-                        trace = queue_probe.from_qlog(path, t0_mono)
+            trace, path = None, self.queue_path(source)
+            if t0_mono and path.exists():
+                read = queue_probe.from_qdisc_csv if source.kind == "tc" else queue_probe.from_qlog
+                trace = read(path, t0_mono)
             if trace is None:
                 out[name] = QueueMeasure(source.kind, [], dict.fromkeys(QUEUE_NUMBERS))
             else:

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from bloatlab.results.reader import load_sweep
 from bloatlab.testbed import netns
 from bloatlab.testbed.network import leftovers
 
@@ -360,6 +361,10 @@ def test_a_sweep_killed_outright_is_cleaned_and_resumed(tmp_path):
         proc.wait()
     killed = json.loads((second / "run.json").read_text())
     assert killed["complete"] is False and killed["incomplete_reason"].startswith("unfinished")
+    assert load_sweep(out).status == "stopped"  # sweep.json still says running: its process says otherwise
+    report = subprocess.run([sys.executable, "-m", "bloatlab", "report", str(out)], capture_output=True, text=True,
+                            timeout=120)
+    assert report.returncode == 0 and "stopped before it finished" in (out / "report.html").read_text(), report
     done = clean()
     assert f"removed namespace bloatlab.{killed['network']}.h1" in done.stdout
     resumed = subprocess.run([*argv, "--resume"], capture_output=True, text=True, timeout=180)

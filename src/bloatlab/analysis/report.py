@@ -201,7 +201,9 @@ def _sweep_report(sweep: Sweep) -> str:
     meta = sweep.meta
     runs = [(p, r) for p in sweep.points for r in p.runs]
     complete = sum(1 for p in sweep.points for _ in p.complete_runs())
-    status = str(meta.get("status") or "unknown")
+    status = sweep.status
+    if status == "stopped":
+        status = "stopped before it finished (its process is gone); run it again with --resume to finish it"
     first = sweep.first_run()
     sections = [f"<h1>Sweep report: {_e(sweep.name)}</h1>",
                 f"<p class=\"{'note' if complete == len(runs) else 'bad'}\">{_e(status)}: {complete} of "

@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from bloatlab import proc
 from bloatlab.errors import BloatlabError
 from bloatlab.results.files import SERIES_COLUMNS, SERIES_KEYS
 
@@ -396,6 +397,16 @@ class Sweep:
         complete = sum(len(p.complete_runs()) for p in self.points)
         return (f"<bloatlab sweep {self.name} at {self.path}: {len(self.points)} points, "
                 f"{complete} of {len(runs)} runs complete>")
+
+    @property
+    def status(self) -> str:
+        """sweep.json's status (running, complete, incomplete), except that a sweep whose process
+        is gone while it says running was stopped outright (killed, crashed): "stopped"."""
+        status = str(self.meta.get("status") or "unknown")
+        owner = self.meta.get("owner") or {}
+        if status == "running" and owner.get("pid") and not proc.alive(owner["pid"], owner.get("starttime")):
+            return "stopped"
+        return status
 
     @classmethod
     def from_document(cls, path: Path, meta: dict[str, Any]) -> Sweep:

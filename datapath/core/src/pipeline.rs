@@ -117,6 +117,8 @@ impl EventLog {
 struct Server {
     rate: Rate,
     in_service: Option<Packet>,
+    /// The queue held its packets back (a discipline's own shaper) until then.
+    retry_at: Option<Instant>,
     /// Trace mode: bytes of `in_service` not yet carried.
     left: u64,
     /// Constant rate: when `in_service` has been transmitted.
@@ -128,17 +130,34 @@ struct Server {
 
 impl Server {
     /// Processes every completion and trace opportunity up to `now`, each at its own time.
-    fn advance(&mut self, now: Instant, take: &mut impl FnMut(Instant) -> Option<Packet>, done: &mut impl FnMut(Instant, Packet)) {
+    fn advance(&mut self, now: Instant, take: &mut impl FnMut(Instant) -> Taken, done: &mut impl FnMut(Instant, Packet)) {
         match &self.rate {
-            Rate::Unlimited => {}
+            Rate::Unlimited => {
+                while let Some(t) = self.retry_at.filter(|&t| t <= now) {
+                    self.retry_at = None;
+                    self.drain(t, take, done);
+                }
+            }
             Rate::Constant { bps } => {
                 let bps = *bps;
-                while self.in_service.is_some() && self.busy_until <= now {
-                    let t = self.busy_until;
-                    done(t, self.in_service.take().unwrap());
-                    if let Some(p) = take(t) {
-                        self.busy_until = t + Rate::tx_time(bps, p.len() as u64);
-                        self.in_service = Some(p);
+                loop {
+                    let t = if self.in_service.is_some() && self.busy_until <= now {
+                        let t = self.busy_until;
+                        done(t, self.in_service.take().unwrap());
+                        t
+                    } else if let Some(t) = self.retry_at.filter(|&t| t <= now && self.in_service.is_none()) {
+                        self.retry_at = None;
+                        t
+                    } else {
+                        break;
+                    };
+                    match take(t) {
+                        Taken::Packet(p) => {
+                            self.busy_until = t + Rate::tx_time(bps, p.len() as u64);
+                            self.in_service = Some(p);
+                        }
+                        Taken::Later(at) => self.retry_at = Some(at),
+                        Taken::Empty => {}
                     }
                 }
             }
@@ -152,11 +171,12 @@ impl Server {
                 while budget > 0 {
                     if self.in_service.is_none() {
                         match take(t) {
-                            Some(p) => {
+                            Taken::Packet(p) => {
                                 self.left = p.len() as u64;
                                 self.in_service = Some(p);
                             }
-                            None => break,
+                            // Held back by the queue's shaper: this opportunity goes unused.
+                            Taken::Later(_) | Taken::Empty => break,
                         }
                     }
                     let used = budget.min(self.left);
@@ -175,18 +195,22 @@ impl Server {
     }
 
     /// After an arrival at `now` (and `advance(now)`): start serving if the link is idle.
-    fn kick(&mut self, now: Instant, take: &mut impl FnMut(Instant) -> Option<Packet>, done: &mut impl FnMut(Instant, Packet)) {
+    fn kick(&mut self, now: Instant, take: &mut impl FnMut(Instant) -> Taken, done: &mut impl FnMut(Instant, Packet)) {
         match &self.rate {
             Rate::Unlimited => {
-                while let Some(p) = take(now) {
-                    done(now, p);
+                if self.retry_at.is_none() {
+                    self.drain(now, take, done);
                 }
             }
             Rate::Constant { bps } => {
-                if self.in_service.is_none() {
-                    if let Some(p) = take(now) {
-                        self.busy_until = now + Rate::tx_time(*bps, p.len() as u64);
-                        self.in_service = Some(p);
+                if self.in_service.is_none() && self.retry_at.is_none() {
+                    match take(now) {
+                        Taken::Packet(p) => {
+                            self.busy_until = now + Rate::tx_time(*bps, p.len() as u64);
+                            self.in_service = Some(p);
+                        }
+                        Taken::Later(at) => self.retry_at = Some(at),
+                        Taken::Empty => {}
                     }
                 }
             }
@@ -201,10 +225,24 @@ impl Server {
         }
     }
 
+    /// An unlimited link: everything the queue gives at `t`, until it holds back or is empty.
+    fn drain(&mut self, t: Instant, take: &mut impl FnMut(Instant) -> Taken, done: &mut impl FnMut(Instant, Packet)) {
+        loop {
+            match take(t) {
+                Taken::Packet(p) => done(t, p),
+                Taken::Later(at) => {
+                    self.retry_at = Some(at);
+                    return;
+                }
+                Taken::Empty => return,
+            }
+        }
+    }
+
     fn next_deadline(&self, queue_empty: bool) -> Option<Instant> {
         match &self.rate {
-            Rate::Unlimited => None,
-            Rate::Constant { .. } => self.in_service.as_ref().map(|_| self.busy_until),
+            Rate::Unlimited => self.retry_at,
+            Rate::Constant { .. } => self.in_service.as_ref().map(|_| self.busy_until).or(self.retry_at),
             Rate::Trace(trace) => {
                 (self.in_service.is_some() || !queue_empty).then(|| trace.time_of(self.origin, self.next_opp))
             }
@@ -232,12 +270,24 @@ impl DelayLine {
     }
 }
 
+/// What the serialiser got from the queue.
+enum Taken {
+    Packet(Packet),
+    /// Nothing now: the discipline holds its packets back until then.
+    Later(Instant),
+    Empty,
+}
+
 /// The serialiser takes the queue's next packet at `t`; what the discipline drops on the way
 /// is logged and kept at that same time.
-fn take_next(queue: &mut Queue, t: Instant, rng: &mut Rng, log: &mut EventLog, dropped: &mut DropCapture) -> Option<Packet> {
+fn take_next(queue: &mut Queue, t: Instant, rng: &mut Rng, log: &mut EventLog, dropped: &mut DropCapture) -> Taken {
     let p = queue.dequeue(t, rng, &mut |e, s| log.queue_event(t, e, s));
     queue.take_dropped(|d| dropped.keep(t, d));
-    p
+    match p {
+        Some(p) => Taken::Packet(p),
+        // A time not after `t` would only ask again at once: none.
+        None => queue.ready_at().filter(|&at| at > t).map_or(Taken::Empty, Taken::Later),
+    }
 }
 
 /// Separates the discipline's random stream from the loss and jitter stream.
@@ -270,7 +320,7 @@ impl Pipeline {
             rng: Rng::new(cfg.seed),
             qdisc_rng: Rng::new(cfg.seed ^ QDISC_STREAM),
             queue: Queue::new(cfg.queue.build(cfg.seed)),
-            server: Server { rate: cfg.rate.clone(), in_service: None, left: 0, busy_until: origin, origin, next_opp: 0 },
+            server: Server { rate: cfg.rate.clone(), in_service: None, retry_at: None, left: 0, busy_until: origin, origin, next_opp: 0 },
             line: DelayLine { delay: cfg.delay, jitter: cfg.jitter, q: VecDeque::new(), last: origin },
             log: EventLog::default(),
             dropped: DropCapture::default(),

@@ -25,10 +25,16 @@ pub enum DropReason {
     PieEarly = 9,
     /// FQ-CoDel over its packet or memory limit: a batch dropped from the fattest flow's head.
     FqOverflow = 10,
+    /// CAKE: COBALT's CoDel half, on a packet that was not ECN-capable.
+    Cobalt = 11,
+    /// CAKE: COBALT's BLUE half, on a flow that kept overflowing the buffer.
+    Blue = 12,
+    /// CAKE over its buffer: the head of the fattest flow, of any tin.
+    CakeOverflow = 13,
 }
 
 impl DropReason {
-    pub const ALL: [DropReason; 10] = [
+    pub const ALL: [DropReason; 13] = [
         DropReason::Loss,
         DropReason::QueueFull,
         DropReason::HeadDrop,
@@ -39,6 +45,9 @@ impl DropReason {
         DropReason::Codel,
         DropReason::PieEarly,
         DropReason::FqOverflow,
+        DropReason::Cobalt,
+        DropReason::Blue,
+        DropReason::CakeOverflow,
     ];
     pub const COUNT: usize = Self::ALL.len();
 
@@ -54,6 +63,9 @@ impl DropReason {
             DropReason::Codel => "codel",
             DropReason::PieEarly => "pie_early",
             DropReason::FqOverflow => "fq_overflow",
+            DropReason::Cobalt => "cobalt",
+            DropReason::Blue => "blue",
+            DropReason::CakeOverflow => "cake_overflow",
         }
     }
     pub fn index(self) -> usize {
@@ -69,10 +81,12 @@ pub enum MarkReason {
     RedForced = 2,
     Codel = 3,
     Pie = 4,
+    Cobalt = 5,
 }
 
 impl MarkReason {
-    pub const ALL: [MarkReason; 4] = [MarkReason::RedEarly, MarkReason::RedForced, MarkReason::Codel, MarkReason::Pie];
+    pub const ALL: [MarkReason; 5] =
+        [MarkReason::RedEarly, MarkReason::RedForced, MarkReason::Codel, MarkReason::Pie, MarkReason::Cobalt];
     pub const COUNT: usize = Self::ALL.len();
     pub fn name(self) -> &'static str {
         match self {
@@ -80,6 +94,7 @@ impl MarkReason {
             MarkReason::RedForced => "red_forced",
             MarkReason::Codel => "codel",
             MarkReason::Pie => "pie",
+            MarkReason::Cobalt => "cobalt",
         }
     }
     pub fn index(self) -> usize {

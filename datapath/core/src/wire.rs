@@ -7,6 +7,7 @@ const ETHERTYPE_IPV4: u16 = 0x0800;
 const ETHERTYPE_IPV6: u16 = 0x86DD;
 const ETHERTYPE_VLAN: u16 = 0x8100;
 const ETHERTYPE_QINQ: u16 = 0x88A8;
+const ETHERTYPE_ARP: u16 = 0x0806;
 const IPPROTO_TCP: u8 = 6;
 const IPPROTO_UDP: u8 = 17;
 const IPPROTO_SCTP: u8 = 132;
@@ -104,6 +105,59 @@ pub fn set_ce(frame: &mut [u8]) -> bool {
         },
         None => false,
     }
+}
+
+/// Clears the DSCP, keeping the ECN bits (and a valid IPv4 checksum): CAKE's `wash`. True
+/// when the frame carried a DSCP other than 0.
+pub fn clear_dscp(frame: &mut [u8]) -> bool {
+    match l3(frame) {
+        Some(L3::V4(ip)) if frame[ip + 1] >> 2 != 0 => {
+            let old_word = be16(frame, ip);
+            frame[ip + 1] &= 3;
+            let new_word = be16(frame, ip);
+            let hc = be16(frame, ip + 10);
+            let sum = ones_add(ones_add(!hc, !old_word), new_word);
+            frame[ip + 10..ip + 12].copy_from_slice(&(!sum).to_be_bytes());
+            true
+        }
+        Some(L3::V6(ip)) if dscp(frame) != Some(0) => {
+            frame[ip] &= 0xF0; // the traffic class's high 4 bits sit in the version byte
+            frame[ip + 1] &= 0x3F;
+            true
+        }
+        _ => false,
+    }
+}
+
+/// Whether the frame is ARP (past up to two VLAN tags).
+pub fn is_arp(frame: &[u8]) -> bool {
+    let mut at = 12;
+    for _ in 0..3 {
+        if frame.len() < at + 2 {
+            return false;
+        }
+        match be16(frame, at) {
+            ETHERTYPE_VLAN | ETHERTYPE_QINQ => at += 4,
+            t => return t == ETHERTYPE_ARP,
+        }
+    }
+    false
+}
+
+/// Hashes of the frame's source address alone and of its destination address alone (both 0
+/// when it is not IP): what fairness between hosts keys on.
+pub fn host_hashes(frame: &[u8], seed: u64) -> (u64, u64) {
+    let (src, dst) = match l3(frame) {
+        Some(L3::V4(ip)) => (&frame[ip + 12..ip + 16], &frame[ip + 16..ip + 20]),
+        Some(L3::V6(ip)) => (&frame[ip + 8..ip + 24], &frame[ip + 24..ip + 40]),
+        None => return (0, 0),
+    };
+    let hash = |addr: &[u8], side: u64| {
+        let mut h = Mix::new(seed ^ side);
+        h.bytes(addr);
+        h.finish()
+    };
+    (hash(src, 0x5352_4331), hash(dst, 0x4453_5431))
 }
 
 fn ones_add(a: u16, b: u16) -> u16 {

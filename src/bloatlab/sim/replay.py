@@ -12,10 +12,9 @@ from pathlib import Path
 from bloatlab.sim import driver
 from bloatlab.sim.scenario import queue_attributes
 from bloatlab.specs.model import DirectionSpec, QueueSpec
+# The driver writes bloatlab's own drop reason codes.
+from bloatlab.testbed.datapath import DROP_REASONS
 
-# bloatlab's drop reason codes (datapath/core/src/reason.rs), as the driver writes them.
-REASONS = {1: "loss", 2: "queue_full", 3: "head_drop", 4: "oversize", 5: "runt", 6: "red_early", 7: "red_forced",
-           8: "codel", 9: "pie_early", 10: "fq_overflow"}
 
 
 def replay_in_ns3(arrivals: Path, queue: QueueSpec, rate_bps: int, out: Path, timeout_s: float = 600) -> Counter[str]:
@@ -30,5 +29,5 @@ def replay_in_ns3(arrivals: Path, queue: QueueSpec, rate_bps: int, out: Path, ti
     fates: Counter[str] = Counter()
     with open(out / "replay.csv", newline="") as f:
         for row in csv.DictReader(f):
-            fates["sent" if row["fate"] == "sent" else REASONS.get(int(row["reason"]), row["reason"])] += 1
+            fates["sent" if row["fate"] == "sent" else DROP_REASONS.get(int(row["reason"]), row["reason"])] += 1
     return fates

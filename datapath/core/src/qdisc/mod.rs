@@ -5,6 +5,7 @@
 //! A new discipline implements `QueueDisc` and a `QueueConfig` variant; the I/O shell never
 //! changes.
 
+mod cake;
 mod codel;
 mod fifo;
 mod fq_codel;
@@ -15,6 +16,7 @@ mod red;
 #[cfg(test)]
 mod testkit;
 
+pub use cake::{Cake, CakeParams, DiffservMode, FlowMode, Framing, TinReport, TinStats};
 pub use codel::{Codel, CodelParams};
 pub use fifo::{Fifo, Limit, Overflow};
 pub use fq_codel::{FqCodel, FqCodelParams};
@@ -106,6 +108,11 @@ pub trait QueueDisc: Send {
     fn enqueue(&mut self, now: Instant, pkt: Packet, rng: &mut Rng, out: &mut Verdicts);
     /// The next packet to transmit at `now`, if any; packets dropped on the way go to `out`.
     fn dequeue(&mut self, now: Instant, rng: &mut Rng, out: &mut Verdicts) -> Option<Packet>;
+    /// When a discipline that holds packets back (a shaper) will next give one: asked when
+    /// `dequeue` gave nothing with packets queued. None: it holds nothing back.
+    fn ready_at(&self) -> Option<Instant> {
+        None
+    }
     fn backlog_pkts(&self) -> usize;
     fn backlog_bytes(&self) -> usize;
     fn name(&self) -> &'static str;
@@ -120,6 +127,7 @@ pub enum QueueConfig {
     FqCodel(Limit, FqCodelParams),
     Red(Limit, RedParams),
     Pie(Limit, PieParams),
+    Cake(Limit, CakeParams),
 }
 
 impl QueueConfig {
@@ -131,6 +139,7 @@ impl QueueConfig {
             QueueConfig::FqCodel(_, p) => p.validate(),
             QueueConfig::Red(l, p) => p.validate(*l),
             QueueConfig::Pie(_, p) => p.validate(),
+            QueueConfig::Cake(_, p) => p.validate(),
         }
     }
     /// The discipline; `seed` perturbs what needs it (FQ-CoDel's flow hash).
@@ -142,6 +151,7 @@ impl QueueConfig {
             QueueConfig::FqCodel(limit, p) => Box::new(FqCodel::new(*limit, p.clone(), seed)),
             QueueConfig::Red(limit, p) => Box::new(Red::new(*limit, p.clone())),
             QueueConfig::Pie(limit, p) => Box::new(Pie::new(*limit, p.clone())),
+            QueueConfig::Cake(limit, p) => Box::new(Cake::new(*limit, p.clone(), seed)),
         }
     }
 }
@@ -205,6 +215,14 @@ impl Queue {
     }
     pub fn name(&self) -> &'static str {
         self.disc.name()
+    }
+    /// When the discipline will give a packet it holds back now (see `QueueDisc::ready_at`).
+    pub fn ready_at(&self) -> Option<Instant> {
+        if self.is_empty() {
+            None
+        } else {
+            self.disc.ready_at()
+        }
     }
 
     /// Offer a packet; `on_event` hears of the enqueue and of every drop and mark, in order.

@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 
 use super::testkit::{Harness, MS, US};
-use super::{CodelParams, FqCodelParams, Limit, PieParams, QueueConfig, QueueEvent, RedParams};
+use super::{CakeParams, CodelParams, FlowMode, FqCodelParams, Limit, PieParams, QueueConfig, QueueEvent, RedParams};
 use crate::rng::Rng;
 use crate::wire::Ecn;
 
@@ -25,6 +25,8 @@ fn configs() -> Vec<QueueConfig> {
         QueueConfig::Red(Limit::Bytes(90_000), RedParams { min: Some(10_000), max: Some(30_000), ecn: true, harddrop: true, ..Default::default() }),
         QueueConfig::Pie(Limit::Packets(100), PieParams { max_burst: crate::time::Duration::ZERO, ..Default::default() }),
         QueueConfig::Pie(Limit::Bytes(80_000), PieParams { ecn: true, bytemode: true, dq_rate_estimator: true, ..Default::default() }),
+        QueueConfig::Cake(Limit::Packets(60), CakeParams { memory_limit_bytes: Some(50_000), ..Default::default() }),
+        QueueConfig::Cake(Limit::Bytes(40_000), CakeParams { flow_mode: FlowMode::Flowblind, target: MS_5, interval: MS_50, ..Default::default() }),
     ]
 }
 

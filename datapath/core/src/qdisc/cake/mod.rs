@@ -1,0 +1,757 @@
+//! CAKE (Common Applications Kept Enhanced) as Linux's sch_cake runs it:
+//!   - tins: packets sorted by DSCP (tins.rs); with the shaper on, the highest tin still under
+//!     its threshold rate goes first, else the one whose own schedule comes soonest; with it
+//!     off, deficit round robin between tins by weight;
+//!   - flows: per tin, 1024 queues in 8-way sets keyed by the flow hash (or by hosts, per the
+//!     flow mode), each with COBALT (cobalt.rs); DRR++ serves new (sparse) flows before old
+//!     ones, and a host's bulk flows share one flow's quantum (dual and triple isolation);
+//!   - the buffer: over its limit, the fattest flow of any tin loses its head packet, and
+//!     BLUE in that flow steps up;
+//!   - the shaper: `bandwidth` paces departures by each packet's length on the wire below
+//!     (overhead, mpu, ATM or PTM framing); 0 leaves the pace to the link.
+//!
+//! Not modelled: the ACK filter, ingress and autorate modes, NAT lookups, GSO splitting.
+
+mod cobalt;
+mod tins;
+
+use std::collections::VecDeque;
+
+pub use cobalt::{CobaltParams, CobaltVars, Signal};
+pub use tins::{DiffservMode, FlowMode, TinShare};
+
+use super::{DropReason, Limit, MarkReason, Packet, QueueDisc, Verdicts};
+use crate::rng::Rng;
+use crate::time::{Duration, Instant};
+use crate::wire;
+
+/// Flow queues per tin, and ways per set (Linux's CAKE_QUEUES, CAKE_SET_WAYS).
+const QUEUES: usize = 1024;
+const WAYS: usize = 8;
+/// The DSCP of frames that are not IP (ARP, mostly): network control, as Linux does.
+const NON_IP_DSCP: u8 = 56;
+/// Ethernet's link-layer header: what `overhead` replaces (Linux's network offset).
+const MAC_HEADER_BYTES: i64 = 14;
+/// The least buffer a shaped CAKE derives from its rate.
+const DEFAULT_BUFFER_FLOOR_BYTES: u64 = 4 << 20;
+
+/// How the link below frames packets, for the shaper's count of bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Framing {
+    None,
+    /// ATM: 48 bytes of payload in each 53-byte cell.
+    Atm,
+    /// PTM (VDSL2): one byte of 64/65 encoding per 64 bytes.
+    Ptm,
+}
+
+impl Framing {
+    pub fn name(self) -> &'static str {
+        match self {
+            Framing::None => "none",
+            Framing::Atm => "atm",
+            Framing::Ptm => "ptm",
+        }
+    }
+    pub fn from_name(name: &str) -> Option<Self> {
+        [Framing::None, Framing::Atm, Framing::Ptm].into_iter().find(|f| f.name() == name)
+    }
+}
+
+/// CAKE's parameters. Defaults are Linux's sch_cake (`tc qdisc add ... cake`). The packet
+/// limit (10240 by default) is the queue's `Limit`; with a rate, the buffer is also held to
+/// four intervals of it (at least 4 MiB), unless `memory_limit_bytes` says otherwise.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CakeParams {
+    /// The shaper's rate in bits/s; 0 leaves the pace to the link. Default 0.
+    pub bandwidth_bps: u64,
+    pub diffserv: DiffservMode,
+    pub flow_mode: FlowMode,
+    /// COBALT's target and interval (tc's `rtt`). Defaults 5 ms and 100 ms.
+    pub target: Duration,
+    pub interval: Duration,
+    /// Bytes added to each packet's length for the shaper, after removing the Ethernet header;
+    /// None counts the frame as it is (tc's `raw`). Default None.
+    pub overhead: Option<i32>,
+    /// The least length a packet counts for. Default 0.
+    pub mpu: u32,
+    pub framing: Framing,
+    /// Clear the DSCP of every packet after choosing its tin. Default off.
+    pub wash: bool,
+    /// Bytes the flows may hold together; None derives it from the rate. Default None.
+    pub memory_limit_bytes: Option<u64>,
+    /// The link's MTU with its header: the quantum's ceiling and the unit of the target's floor.
+    pub mtu_bytes: u32,
+}
+
+impl Default for CakeParams {
+    fn default() -> Self {
+        CakeParams {
+            bandwidth_bps: 0,
+            diffserv: DiffservMode::Diffserv3,
+            flow_mode: FlowMode::TripleIsolate,
+            target: Duration::from_millis(5),
+            interval: Duration::from_millis(100),
+            overhead: None,
+            mpu: 0,
+            framing: Framing::None,
+            wash: false,
+            memory_limit_bytes: None,
+            mtu_bytes: 1514,
+        }
+    }
+}
+
+impl CakeParams {
+    pub fn validate(&self) -> Result<(), String> {
+        if self.target.nanos() == 0 {
+            return Err("target: must be positive".into());
+        }
+        if self.interval.nanos() == 0 {
+            return Err("interval: must be positive".into());
+        }
+        if let Some(o) = self.overhead {
+            if !(-64..=256).contains(&o) {
+                return Err(format!("overhead: {o} is not from -64 to 256 bytes"));
+            }
+        }
+        if self.mpu > 256 {
+            return Err(format!("mpu: {} is not from 0 to 256 bytes", self.mpu));
+        }
+        if self.memory_limit_bytes == Some(0) {
+            return Err("memory_limit: must be positive".into());
+        }
+        Ok(())
+    }
+
+    /// A packet's length as the shaper counts it.
+    pub fn adjusted_len(&self, wire_len: u32) -> u32 {
+        let mut len = wire_len as i64;
+        if let Some(o) = self.overhead {
+            len = len - MAC_HEADER_BYTES + o as i64;
+        }
+        let mut len = len.max(self.mpu as i64).max(1) as u64;
+        match self.framing {
+            Framing::None => {}
+            Framing::Atm => len = len.div_ceil(48) * 53,
+            Framing::Ptm => len += len.div_ceil(64),
+        }
+        len as u32
+    }
+}
+
+/// Which list a flow is on, and how it counts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Set {
+    None,
+    /// New: on the new list with its first quantum.
+    Sparse,
+    /// Emptied within its first quantum: counted sparse, served among the old.
+    SparseWait,
+    Bulk,
+    /// Empty, its COBALT state still decaying.
+    Decaying,
+}
+
+struct Flow {
+    q: VecDeque<Packet>,
+    backlog: usize,
+    deficit: i32,
+    set: Set,
+    cobalt: CobaltVars,
+    srchost: u16,
+    dsthost: u16,
+}
+
+#[derive(Clone, Default)]
+struct Host {
+    src_tag: u32,
+    dst_tag: u32,
+    src_bulk: u32,
+    dst_bulk: u32,
+}
+
+/// One tin's counters, as `tc -s qdisc` shows them for cake.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct TinStats {
+    /// Packets and bytes that arrived (counted at enqueue, as Linux does).
+    pub packets: u64,
+    pub bytes: u64,
+    pub backlog_bytes: u64,
+    /// Dropped by COBALT or to make room.
+    pub drops: u64,
+    pub marks: u64,
+    /// Found in their set but not at their own slot; took a free way; shared a taken one.
+    pub way_indirect_hits: u64,
+    pub way_misses: u64,
+    pub way_collisions: u64,
+    /// Sojourn times: peak (fast up, slow down), average, base (fast down, slow up).
+    pub peak_delay: Duration,
+    pub avg_delay: Duration,
+    pub base_delay: Duration,
+    pub sparse_flows: u32,
+    pub bulk_flows: u32,
+    pub unresponsive_flows: u32,
+    pub max_len: u32,
+}
+
+/// What a tin reports: its name, threshold, quantum and COBALT parameters, and counters.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TinReport {
+    pub name: &'static str,
+    pub threshold_bps: u64,
+    pub target: Duration,
+    pub interval: Duration,
+    pub flow_quantum: u32,
+    pub stats: TinStats,
+}
+
+struct Tin {
+    share: TinShare,
+    flows: Vec<Flow>,
+    tags: Vec<u32>,
+    hosts: Vec<Host>,
+    new_flows: VecDeque<u16>,
+    old_flows: VecDeque<u16>,
+    decaying_flows: VecDeque<u16>,
+    cobalt: CobaltParams,
+    flow_quantum: u32,
+    /// The tin's own schedule at its threshold rate (shaped), and its DRR deficit (unshaped).
+    time_next: Instant,
+    deficit: i32,
+    sparse: u32,
+    bulk: u32,
+    decaying: u32,
+    backlog: usize,
+    stats: TinStats,
+}
+
+impl Tin {
+    fn new(share: TinShare, p: &CakeParams) -> Self {
+        let rate = share.rate_bytes_per_s;
+        let flow_quantum = if rate == 0 { 1514 } else { (rate >> 12).clamp(300, 1514) as u32 };
+        let flows = (0..QUEUES)
+            .map(|_| Flow { q: VecDeque::new(), backlog: 0, deficit: 0, set: Set::None, cobalt: CobaltVars::default(), srchost: 0, dsthost: 0 })
+            .collect();
+        Tin {
+            cobalt: CobaltParams::for_rate(p.target, p.interval, p.mtu_bytes, rate),
+            share,
+            flows,
+            tags: vec![0; QUEUES],
+            hosts: vec![Host::default(); QUEUES],
+            new_flows: VecDeque::new(),
+            old_flows: VecDeque::new(),
+            decaying_flows: VecDeque::new(),
+            flow_quantum,
+            time_next: Instant::ZERO,
+            deficit: 0,
+            sparse: 0,
+            bulk: 0,
+            decaying: 0,
+            backlog: 0,
+            stats: TinStats::default(),
+        }
+    }
+    fn has_flows(&self) -> bool {
+        self.sparse + self.bulk > 0
+    }
+}
+
+pub struct Cake {
+    p: CakeParams,
+    seed: u64,
+    tins: Vec<Tin>,
+    /// Bytes the flows may hold (wire lengths; Linux counts socket buffers, a little more).
+    buffer_limit: u64,
+    /// The shaper's pace, ns per byte of adjusted length (0: unshaped), and its schedule.
+    rate_bytes_per_s: u64,
+    time_next: Instant,
+    failsafe_next: Instant,
+    cur_tin: usize,
+    pkts: usize,
+    bytes: usize,
+    /// 65535 / n for n hosts' bulk flows: a flow's share of its quantum, in 1/65536.
+    quantum_div: Vec<u32>,
+}
+
+impl Cake {
+    pub fn new(limit: Limit, p: CakeParams, seed: u64) -> Self {
+        let rate = p.bandwidth_bps / 8;
+        let tins = p.diffserv.tins(rate).into_iter().map(|share| Tin::new(share, &p)).collect();
+        let by_rate = match p.memory_limit_bytes {
+            Some(m) => m,
+            None if rate != 0 => (rate * p.interval.nanos() / 250_000_000).max(DEFAULT_BUFFER_FLOOR_BYTES),
+            None => u64::MAX,
+        };
+        let by_limit = match limit {
+            Limit::Packets(n) => (n as u64 * p.mtu_bytes as u64).max(p.memory_limit_bytes.unwrap_or(0)),
+            Limit::Bytes(b) => b as u64,
+        };
+        let quantum_div = (0..=QUEUES as u32).map(|n| 65535u32.checked_div(n).unwrap_or(65535)).collect();
+        Cake {
+            buffer_limit: by_rate.min(by_limit),
+            rate_bytes_per_s: rate,
+            p,
+            seed,
+            tins,
+            time_next: Instant::ZERO,
+            failsafe_next: Instant::ZERO,
+            cur_tin: 0,
+            pkts: 0,
+            bytes: 0,
+            quantum_div,
+        }
+    }
+
+    /// Each tin, in the order `tc -s qdisc` lists them.
+    pub fn tin_reports(&self) -> Vec<TinReport> {
+        self.p
+            .diffserv
+            .display_order()
+            .iter()
+            .map(|&i| {
+                let t = &self.tins[i];
+                let mut stats = t.stats.clone();
+                stats.backlog_bytes = t.backlog as u64;
+                stats.sparse_flows = t.sparse + t.decaying;
+                stats.bulk_flows = t.bulk;
+                TinReport {
+                    name: t.share.name,
+                    threshold_bps: t.share.rate_bytes_per_s * 8,
+                    target: t.cobalt.target,
+                    interval: t.cobalt.interval,
+                    flow_quantum: t.flow_quantum,
+                    stats,
+                }
+            })
+            .collect()
+    }
+
+    /// The buffer limit in bytes, as derived from the rate, the limit and memory_limit.
+    pub fn buffer_limit(&self) -> u64 {
+        self.buffer_limit
+    }
+
+    /// The tin a frame goes to; `wash` clears its DSCP after the choice.
+    fn classify_tin(&self, frame: &mut [u8]) -> usize {
+        let dscp = wire::dscp(frame).unwrap_or(if wire::is_arp(frame) { NON_IP_DSCP } else { 0 });
+        if self.p.wash {
+            wire::clear_dscp(frame);
+        }
+        let tin = self.p.diffserv.tin_of(dscp);
+        if tin < self.tins.len() {
+            tin
+        } else {
+            0
+        }
+    }
+
+    /// The flow queue of a frame within its tin: the set-associative lookup, with host slots
+    /// claimed for the isolating modes.
+    fn classify_flow(&mut self, tin: usize, frame: &[u8]) -> usize {
+        let mode = self.p.flow_mode;
+        if mode == FlowMode::Flowblind {
+            return 0;
+        }
+        let (src, dst) = wire::host_hashes(frame, self.seed);
+        let (src, dst) = ((src >> 32) as u32, (dst >> 32) as u32);
+        let flow_hash = if mode.per_flow() {
+            (wire::flow_hash(frame, self.seed) >> 32) as u32
+        } else {
+            (if mode.keys_sources() { src } else { 0 }) ^ (if mode.keys_destinations() { dst } else { 0 })
+        };
+        let t = &mut self.tins[tin];
+        let reduced = flow_hash as usize % QUEUES;
+        if t.tags[reduced] == flow_hash && t.flows[reduced].set != Set::None {
+            return reduced;
+        }
+        let (inner, outer) = (reduced % WAYS, reduced - reduced % WAYS);
+        let way = |i: usize| outer + (inner + i) % WAYS;
+        let (idx, claim_hosts) = if let Some(i) = (0..WAYS).find(|&i| t.tags[way(i)] == flow_hash) {
+            if i > 0 {
+                t.stats.way_indirect_hits += 1;
+            }
+            (way(i), t.flows[way(i)].set == Set::None)
+        } else if let Some(i) = (0..WAYS).find(|&i| t.flows[way(i)].set == Set::None) {
+            t.stats.way_misses += 1;
+            (way(i), true)
+        } else {
+            // Every way taken: share the flow's own slot with whoever holds it.
+            t.stats.way_collisions += 1;
+            if t.flows[reduced].set == Set::Bulk {
+                let (s, d) = (t.flows[reduced].srchost as usize, t.flows[reduced].dsthost as usize);
+                if mode.fair_sources() {
+                    t.hosts[s].src_bulk = t.hosts[s].src_bulk.saturating_sub(1);
+                }
+                if mode.fair_destinations() {
+                    t.hosts[d].dst_bulk = t.hosts[d].dst_bulk.saturating_sub(1);
+                }
+            }
+            (reduced, true)
+        };
+        t.tags[idx] = flow_hash;
+        if claim_hosts {
+            let bulk = t.flows[idx].set == Set::Bulk;
+            if mode.fair_sources() {
+                let h = claim_host(&mut t.hosts, src, true);
+                t.flows[idx].srchost = h as u16;
+                if bulk {
+                    t.hosts[h].src_bulk += 1;
+                }
+            }
+            if mode.fair_destinations() {
+                let h = claim_host(&mut t.hosts, dst, false);
+                t.flows[idx].dsthost = h as u16;
+                if bulk {
+                    t.hosts[h].dst_bulk += 1;
+                }
+            }
+        }
+        idx
+    }
+
+    /// A flow's quantum for one round: its tin's flow quantum divided among its host's bulk
+    /// flows (the busier of its two hosts, in triple isolation), dithered against rounding.
+    fn flow_quantum(&self, tin: usize, idx: usize, rng: &mut Rng) -> i32 {
+        let t = &self.tins[tin];
+        let f = &t.flows[idx];
+        let mode = self.p.flow_mode;
+        let mut load = 1;
+        if mode.fair_sources() {
+            load = load.max(t.hosts[f.srchost as usize].src_bulk);
+        }
+        if mode.fair_destinations() {
+            load = load.max(t.hosts[f.dsthost as usize].dst_bulk);
+        }
+        let div = self.quantum_div[(load as usize).min(QUEUES)] as u64;
+        let dither = rng.next_u64() & 0xFFFF;
+        ((t.flow_quantum as u64 * div + dither) >> 16) as i32
+    }
+
+    fn host_bulk(&mut self, tin: usize, idx: usize, up: bool) {
+        let mode = self.p.flow_mode;
+        let t = &mut self.tins[tin];
+        let (s, d) = (t.flows[idx].srchost as usize, t.flows[idx].dsthost as usize);
+        let step = |n: &mut u32| *n = if up { *n + 1 } else { n.saturating_sub(1) };
+        if mode.fair_sources() {
+            step(&mut t.hosts[s].src_bulk);
+        }
+        if mode.fair_destinations() {
+            step(&mut t.hosts[d].dst_bulk);
+        }
+    }
+
+    /// Drops the head of the fattest flow of any tin; BLUE steps up in it.
+    fn drop_fattest(&mut self, now: Instant, out: &mut Verdicts) {
+        let fattest = self
+            .tins
+            .iter()
+            .enumerate()
+            .flat_map(|(ti, t)| {
+                t.new_flows.iter().chain(&t.old_flows).map(move |&fi| (t.flows[fi as usize].backlog, ti, fi as usize))
+            })
+            .max();
+        let Some((backlog, ti, fi)) = fattest else { return };
+        if backlog == 0 {
+            return;
+        }
+        let t = &mut self.tins[ti];
+        let f = &mut t.flows[fi];
+        let pkt = f.q.pop_front().expect("a flow with a backlog has packets");
+        f.backlog -= pkt.len();
+        t.backlog -= pkt.len();
+        if f.cobalt.queue_full(&t.cobalt, now) {
+            t.stats.unresponsive_flows += 1;
+        }
+        t.stats.drops += 1;
+        self.pkts -= 1;
+        self.bytes -= pkt.len();
+        out.drop(pkt, DropReason::CakeOverflow);
+    }
+
+    /// Charges `len` bytes (adjusted) to the shaper: the tin's schedule and the global one.
+    fn advance_shaper(&mut self, tin: usize, len: u32, now: Instant) {
+        if self.rate_bytes_per_s == 0 {
+            return;
+        }
+        let t = &mut self.tins[tin];
+        let tin_dur = Duration(len as u64 * 1_000_000_000 / t.share.rate_bytes_per_s.max(1));
+        let global = len as u64 * 1_000_000_000 / self.rate_bytes_per_s;
+        if t.time_next < now {
+            t.time_next += tin_dur;
+        } else if t.time_next < now + tin_dur {
+            t.time_next = now + tin_dur;
+        }
+        self.time_next += Duration(global);
+        self.failsafe_next += Duration(global + global / 2);
+    }
+
+    /// The tin to serve: by DRR weight when unshaped; shaped, the highest tin on schedule,
+    /// else the one whose schedule comes first.
+    fn choose_tin(&mut self, now: Instant) -> Option<usize> {
+        let n = self.tins.len();
+        if self.rate_bytes_per_s == 0 {
+            let (mut wrapped, mut empty) = (false, true);
+            loop {
+                let t = &mut self.tins[self.cur_tin];
+                if t.deficit >= 0 && t.has_flows() {
+                    return Some(self.cur_tin);
+                }
+                if t.deficit <= 0 {
+                    t.deficit += t.share.quantum as i32;
+                }
+                if t.has_flows() {
+                    empty = false;
+                }
+                self.cur_tin += 1;
+                if self.cur_tin >= n {
+                    self.cur_tin = 0;
+                    if wrapped && empty {
+                        return None;
+                    }
+                    wrapped = true;
+                }
+            }
+        }
+        let mut best: Option<(usize, i128)> = None;
+        for (i, t) in self.tins.iter().enumerate() {
+            if t.has_flows() {
+                let to_go = t.time_next.nanos() as i128 - now.nanos() as i128;
+                if to_go <= 0 || best.map_or(true, |(_, b)| to_go <= b) {
+                    best = Some((i, to_go));
+                }
+            }
+        }
+        let (tin, _) = best?;
+        self.cur_tin = tin;
+        Some(tin)
+    }
+
+    /// A flow found empty: it decays on the decaying list while COBALT remembers it, else it
+    /// leaves the lists.
+    fn retire(&mut self, tin: usize, idx: usize, from: List, now: Instant) {
+        let t = &mut self.tins[tin];
+        if t.flows[idx].cobalt.queue_empty(&t.cobalt, now) {
+            t.stats.unresponsive_flows = t.stats.unresponsive_flows.saturating_sub(1);
+        }
+        list_of(t, from).pop_front();
+        let was = t.flows[idx].set;
+        match was {
+            Set::Bulk => t.bulk -= 1,
+            Set::Sparse | Set::SparseWait => t.sparse -= 1,
+            Set::Decaying => t.decaying -= 1,
+            Set::None => {}
+        }
+        if t.flows[idx].cobalt.active(now) {
+            t.flows[idx].set = Set::Decaying;
+            t.decaying += 1;
+            t.decaying_flows.push_back(idx as u16);
+        } else {
+            t.flows[idx].set = Set::None;
+        }
+        if was == Set::Bulk {
+            self.host_bulk(tin, idx, false);
+        }
+    }
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum List {
+    New,
+    Old,
+    Decaying,
+}
+
+fn list_of(t: &mut Tin, l: List) -> &mut VecDeque<u16> {
+    match l {
+        List::New => &mut t.new_flows,
+        List::Old => &mut t.old_flows,
+        List::Decaying => &mut t.decaying_flows,
+    }
+}
+
+/// The host slot for `hash` in its 8-way set: its own if tagged, else a free one (no bulk
+/// flows), else its home slot, shared.
+fn claim_host(hosts: &mut [Host], hash: u32, src: bool) -> usize {
+    let reduced = hash as usize % QUEUES;
+    let (inner, outer) = (reduced % WAYS, reduced - reduced % WAYS);
+    let way = |i: usize| outer + (inner + i) % WAYS;
+    let tag = |h: &Host| if src { h.src_tag } else { h.dst_tag };
+    let bulk = |h: &Host| if src { h.src_bulk } else { h.dst_bulk };
+    let k = (0..WAYS)
+        .map(way)
+        .find(|&k| tag(&hosts[k]) == hash)
+        .or_else(|| (0..WAYS).map(way).find(|&k| bulk(&hosts[k]) == 0))
+        .unwrap_or(reduced);
+    if src {
+        hosts[k].src_tag = hash;
+    } else {
+        hosts[k].dst_tag = hash;
+    }
+    k
+}
+
+/// The new average after one sample, weight 1/2^shift.
+fn ewma(avg: Duration, sample: Duration, shift: u32) -> Duration {
+    Duration(avg.nanos() - (avg.nanos() >> shift) + (sample.nanos() >> shift))
+}
+
+impl QueueDisc for Cake {
+    fn enqueue(&mut self, now: Instant, mut pkt: Packet, rng: &mut Rng, out: &mut Verdicts) {
+        let tin = self.classify_tin(&mut pkt.data);
+        let idx = self.classify_flow(tin, &pkt.data);
+        let len = pkt.len();
+        // A shaper idle since the past starts from now, not from a debt it never ran up.
+        if self.pkts == 0 && self.time_next < now {
+            self.time_next = now;
+            self.failsafe_next = now;
+        }
+        let t = &mut self.tins[tin];
+        if t.backlog == 0 && t.time_next < now {
+            t.time_next = now;
+        }
+        t.backlog += len;
+        t.stats.packets += 1;
+        t.stats.bytes += len as u64;
+        t.stats.max_len = t.stats.max_len.max(len as u32);
+        let f = &mut t.flows[idx];
+        f.q.push_back(pkt);
+        f.backlog += len;
+        self.pkts += 1;
+        self.bytes += len;
+        match f.set {
+            Set::None | Set::Decaying => {
+                if f.set == Set::Decaying {
+                    // Off whichever list holds it: decaying, or old if its deficit ran out there.
+                    t.decaying -= 1;
+                    t.decaying_flows.retain(|&i| i as usize != idx);
+                    t.old_flows.retain(|&i| i as usize != idx);
+                }
+                f.set = Set::Sparse;
+                t.sparse += 1;
+                t.new_flows.push_back(idx as u16);
+                let q = self.flow_quantum(tin, idx, rng);
+                self.tins[tin].flows[idx].deficit = q;
+            }
+            Set::SparseWait => {
+                f.set = Set::Bulk;
+                t.sparse -= 1;
+                t.bulk += 1;
+                self.host_bulk(tin, idx, true);
+            }
+            Set::Sparse | Set::Bulk => {}
+        }
+        while self.bytes as u64 > self.buffer_limit {
+            self.drop_fattest(now, out);
+        }
+    }
+
+    fn dequeue(&mut self, now: Instant, rng: &mut Rng, out: &mut Verdicts) -> Option<Packet> {
+        if self.rate_bytes_per_s != 0 && self.time_next > now && self.failsafe_next > now {
+            return None; // the shaper holds it: ready_at says when
+        }
+        let mut first = true; // decaying flows get the first look of each call
+        'begin: loop {
+            if self.pkts == 0 {
+                return None;
+            }
+            let tin = self.choose_tin(now)?;
+            loop {
+                // Decaying flows get a look first, then new flows before old ones.
+                let t = &mut self.tins[tin];
+                let from = if first && !t.decaying_flows.is_empty() {
+                    List::Decaying
+                } else if !t.new_flows.is_empty() {
+                    List::New
+                } else if !t.old_flows.is_empty() {
+                    List::Old
+                } else if !t.decaying_flows.is_empty() {
+                    List::Decaying
+                } else {
+                    continue 'begin;
+                };
+                first = false;
+                let idx = *list_of(t, from).front().unwrap() as usize;
+                if t.flows[idx].deficit <= 0 {
+                    // Its quantum spent: a new flow with packets left becomes bulk.
+                    let f = &mut t.flows[idx];
+                    let mut became_bulk = false;
+                    if f.set == Set::Sparse {
+                        if f.q.is_empty() {
+                            f.set = Set::SparseWait;
+                        } else {
+                            f.set = Set::Bulk;
+                            t.sparse -= 1;
+                            t.bulk += 1;
+                            became_bulk = true;
+                        }
+                    }
+                    list_of(t, from).pop_front();
+                    t.old_flows.push_back(idx as u16);
+                    if became_bulk {
+                        self.host_bulk(tin, idx, true);
+                    }
+                    let q = self.flow_quantum(tin, idx, rng);
+                    self.tins[tin].flows[idx].deficit += q;
+                    continue;
+                }
+                loop {
+                    let t = &mut self.tins[tin];
+                    let f = &mut t.flows[idx];
+                    let Some(mut pkt) = f.q.pop_front() else {
+                        self.retire(tin, idx, from, now);
+                        continue 'begin;
+                    };
+                    f.backlog -= pkt.len();
+                    t.backlog -= pkt.len();
+                    self.pkts -= 1;
+                    self.bytes -= pkt.len();
+                    let sojourn = now.saturating_since(pkt.enqueued_at);
+                    let signal = f.cobalt.should_drop(&t.cobalt, now, sojourn, 0, rng);
+                    // The last packet of a flow always goes: dropping it would tell no one.
+                    let drop = match signal {
+                        Signal::Pass => None,
+                        _ if f.q.is_empty() => None,
+                        Signal::Codel if out.try_mark(&mut pkt, MarkReason::Cobalt) => {
+                            t.stats.marks += 1;
+                            None
+                        }
+                        Signal::Codel => Some(DropReason::Cobalt),
+                        Signal::Blue => Some(DropReason::Blue),
+                    };
+                    if let Some(reason) = drop {
+                        out.drop(pkt, reason);
+                        t.stats.drops += 1;
+                        continue;
+                    }
+                    let s = &mut t.stats;
+                    s.avg_delay = ewma(s.avg_delay, sojourn, 8);
+                    s.peak_delay = ewma(s.peak_delay, sojourn, if sojourn > s.peak_delay { 2 } else { 8 });
+                    s.base_delay = ewma(s.base_delay, sojourn, if sojourn < s.base_delay { 2 } else { 8 });
+                    let len = self.p.adjusted_len(pkt.wire_len);
+                    self.advance_shaper(tin, len, now);
+                    let t = &mut self.tins[tin];
+                    t.flows[idx].deficit -= len as i32;
+                    t.deficit -= len as i32;
+                    return Some(pkt);
+                }
+            }
+        }
+    }
+
+    fn ready_at(&self) -> Option<Instant> {
+        (self.rate_bytes_per_s != 0 && self.pkts > 0).then(|| self.time_next.min(self.failsafe_next))
+    }
+    fn backlog_pkts(&self) -> usize {
+        self.pkts
+    }
+    fn backlog_bytes(&self) -> usize {
+        self.bytes
+    }
+    fn name(&self) -> &'static str {
+        "cake"
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -165,3 +165,24 @@ def test_fq_codel_quantum_below_256_is_refused():
 def test_with_delay_the_queue_is_netems(discipline):
     error = refused(QueueSpec(discipline, None, 150_000), delay_ns=5_000_000)
     assert "the queue is netem's" in error.message
+
+
+def test_cake_defaults_and_settings():
+    assert leaf(QueueSpec("cake", 10240)) == [
+        "cake", "bandwidth", "10000000bit", "diffserv3", "triple-isolate", "rtt", "100000us", "raw", "noatm",
+        "nowash", "no-ack-filter"]
+    q = QueueSpec("cake", 10240, None, {"bandwidth_bps": 0, "diffserv": "diffserv4", "flow_mode": "dual-dsthost",
+                                        "overhead": 18, "mpu": 64, "framing": "atm", "wash": True,
+                                        "memory_limit_bytes": 1_000_000, "target_ns": 10_000_000,
+                                        "interval_ns": 200_000_000})
+    assert leaf(q) == ["cake", "bandwidth", "unlimited", "diffserv4", "dual-dsthost", "rtt", "200000us",
+                       "overhead", "18", "mpu", "64", "atm", "wash", "no-ack-filter", "memlimit", "1000000"]
+
+
+def test_the_kernel_backend_refuses_what_tcs_cake_cannot_set():
+    needs = kernel_needs(direction(QueueSpec("cake", 1000, None, {"target_ns": 10_000_000})), "forward")
+    refused = {n.field: (n.why_not, n.fix) for n in needs if n.qdisc is None}
+    assert set(refused) == {"forward.queue.packets", "forward.queue.target"}
+    assert "fixed at 10240" in refused["forward.queue.packets"][0]
+    assert "interval / 20" in refused["forward.queue.target"][1]
+    assert [n.qdisc for n in kernel_needs(direction(QueueSpec("cake", 10240)), "forward")] == ["htb", "cake"]

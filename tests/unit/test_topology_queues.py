@@ -44,6 +44,7 @@ def rejects(queue: object, key: str, *fragments: str) -> SpecError:
 
 @pytest.mark.parametrize(("discipline", "packets"), [
     ("droptail", 1000), ("drophead", 1000), ("codel", 1000), ("fq_codel", 10240), ("red", 1000), ("pie", 1000),
+    ("cake", 10240),
 ])
 def test_default_limit_is_the_disciplines(discipline, packets):
     assert queue_of({"discipline": discipline}) == QueueSpec(discipline, packets, None, {})
@@ -258,6 +259,12 @@ def test_unknown_key_lists_the_allowed_ones():
     ({"discipline": "red", "max": 2.5}, "max", "not a packet count"),
     ({"discipline": "red", "bytes": "150kb", "min": "10 kb"}, "min", '"10kb"'),
     ({"discipline": "red", "bytes": "150kb", "max": 0}, "max", "positive"),
+    # cake's choices and signed overhead
+    ({"discipline": "cake", "diffserv": "difserv4"}, "diffserv", 'did you mean "diffserv4"'),
+    ({"discipline": "cake", "flow_mode": "triple"}, "flow_mode", "triple-isolate"),
+    ({"discipline": "cake", "framing": 1}, "framing", "choose one of: none, atm, ptm"),
+    ({"discipline": "cake", "overhead": -65}, "overhead", "from -64 to 256"),
+    ({"discipline": "cake", "mpu": 257}, "mpu", "from 0 to 256"),
 ])
 def test_bad_parameter_values(queue, key, fragment):
     rejects(queue, key, fragment)
@@ -304,3 +311,15 @@ def test_errors_are_one_line_and_name_the_field_in_the_file(tmp_path):
         load_topology(path)
     assert caught.value.field == "links[0].reverse.queue.alpha"
     assert re.fullmatch(r"[^\n]+", str(caught.value))
+
+
+def test_cake_params_and_its_bandwidth_from_the_link():
+    q = queue_of({"discipline": "cake", "diffserv": "diffserv4", "flow_mode": "dual-srchost", "overhead": -4,
+                  "framing": "ptm", "wash": True})
+    assert q.params == {"diffserv": "diffserv4", "flow_mode": "dual-srchost", "overhead": -4, "framing": "ptm",
+                        "wash": True}
+    assert q.resolved(10_000_000)["bandwidth_bps"] == 10_000_000  # the line's rate, as SQM sets it
+    assert q.resolved(None)["bandwidth_bps"] is None  # no rate: unlimited
+    unlimited = queue_of({"discipline": "cake", "bandwidth": "unlimited"})
+    assert unlimited.resolved(10_000_000)["bandwidth_bps"] == 0  # asked for: the link paces
+    assert queue_of({"discipline": "cake", "bandwidth": "8mbit"}).resolved(10_000_000)["bandwidth_bps"] == 8_000_000

@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 
 use bloatlab_core::pipeline::DEFAULT_MAX_FRAME_BYTES;
-use bloatlab_core::qdisc::{CodelParams, FqCodelParams, Limit, PieParams, QueueConfig, RedParams};
+use bloatlab_core::qdisc::{CakeParams, CodelParams, DiffservMode, FlowMode, FqCodelParams, Framing, Limit, PieParams, QueueConfig, RedParams};
 use bloatlab_core::rate::{Rate, Trace};
 use bloatlab_core::{DirectionConfig, DropReason, Duration, MarkReason};
 use serde::Deserialize;
@@ -134,6 +134,12 @@ pub struct QueueJson {
     dq_rate_estimator: Option<bool>,
     ns3: Option<bool>,
     coarse_time: Option<bool>,
+    diffserv: Option<String>,
+    flow_mode: Option<String>,
+    overhead: Option<i32>,
+    mpu: Option<u32>,
+    framing: Option<String>,
+    wash: Option<bool>,
 }
 
 impl QueueJson {
@@ -175,6 +181,12 @@ impl QueueJson {
             ("dq_rate_estimator", self.dq_rate_estimator.is_some()),
             ("ns3", self.ns3.is_some()),
             ("coarse_time", self.coarse_time.is_some()),
+            ("diffserv", self.diffserv.is_some()),
+            ("flow_mode", self.flow_mode.is_some()),
+            ("overhead", self.overhead.is_some()),
+            ("mpu", self.mpu.is_some()),
+            ("framing", self.framing.is_some()),
+            ("wash", self.wash.is_some()),
         ]
         .into_iter()
         .filter_map(|(k, set)| set.then_some(k))
@@ -229,6 +241,25 @@ impl QueueJson {
                     },
                 )
             }
+            "cake" => {
+                let d = CakeParams::default();
+                QueueConfig::Cake(
+                    limit,
+                    CakeParams {
+                        bandwidth_bps: self.bandwidth_bps.or(link_bps).unwrap_or(d.bandwidth_bps),
+                        diffserv: choice(&self.diffserv, "diffserv", d.diffserv, DiffservMode::from_name, &DiffservMode::ALL.map(DiffservMode::name))?,
+                        flow_mode: choice(&self.flow_mode, "flow_mode", d.flow_mode, FlowMode::from_name, &FlowMode::ALL.map(FlowMode::name))?,
+                        target: self.target_ns.map_or(d.target, Duration),
+                        interval: self.interval_ns.map_or(d.interval, Duration),
+                        overhead: self.overhead,
+                        mpu: self.mpu.unwrap_or(d.mpu),
+                        framing: choice(&self.framing, "framing", d.framing, Framing::from_name, &["none", "atm", "ptm"])?,
+                        wash: self.wash.unwrap_or(d.wash),
+                        memory_limit_bytes: self.memory_limit_bytes,
+                        mtu_bytes: self.mtu_bytes.unwrap_or(d.mtu_bytes),
+                    },
+                )
+            }
             _ => {
                 let d = PieParams::default();
                 QueueConfig::Pie(
@@ -255,7 +286,15 @@ impl QueueJson {
 }
 
 /// The disciplines the datapath knows, in the order the docs list them.
-pub const DISCIPLINES: [&str; 6] = ["droptail", "drophead", "codel", "fq_codel", "red", "pie"];
+pub const DISCIPLINES: [&str; 7] = ["droptail", "drophead", "codel", "fq_codel", "red", "pie", "cake"];
+
+/// A named choice, or the default; an error lists the names.
+fn choice<T>(given: &Option<String>, key: &str, default: T, parse: fn(&str) -> Option<T>, names: &[&str]) -> Result<T, String> {
+    match given {
+        None => Ok(default),
+        Some(name) => parse(name).ok_or_else(|| format!("{key}: {name:?} is not one of {}", names.join(", "))),
+    }
+}
 
 /// A discipline's parameters as the config names them, each with the core's default in the
 /// config's unit (null: derived from the limit or the link's rate). The keys are also what
@@ -283,6 +322,15 @@ pub fn discipline_defaults(discipline: &str) -> Option<Map<String, Value>> {
             json!({"min": d.min, "max": d.max, "avpkt_bytes": d.avpkt_bytes, "burst_pkts": d.burst_pkts,
                    "probability": d.probability, "bandwidth_bps": d.bandwidth_bps, "ecn": d.ecn,
                    "harddrop": d.harddrop, "adaptive": d.adaptive, "gentle": d.gentle, "ns3": d.ns3})
+        }
+        "cake" => {
+            let d = CakeParams::default();
+            // bandwidth null: the link's rate; overhead null: the frame as it is; memory_limit
+            // null: derived from the rate.
+            json!({"bandwidth_bps": null, "diffserv": d.diffserv.name(), "flow_mode": d.flow_mode.name(),
+                   "target_ns": d.target.nanos(), "interval_ns": d.interval.nanos(), "overhead": d.overhead,
+                   "mpu": d.mpu, "framing": d.framing.name(), "wash": d.wash, "memory_limit_bytes": d.memory_limit_bytes,
+                   "mtu_bytes": d.mtu_bytes})
         }
         "pie" => {
             let d = PieParams::default();

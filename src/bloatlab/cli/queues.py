@@ -23,6 +23,8 @@ def unit(param: Param) -> str:
     """How a value is written, and its bounds."""
     if param.kind == "count":
         return f"count, {param.low} to {param.high}"
+    if param.kind == "choice":
+        return "one of " + ", ".join(f"`{c}`" for c in param.choices)
     return {"duration": "duration", "size": "size", "rate": "rate", "bool": "true/false", "ratio": "number >= 0",
             "probability": "probability, 0 to 1", "threshold": "the limit's unit"}[param.kind]
 

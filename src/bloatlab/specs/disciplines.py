@@ -37,6 +37,7 @@ KINDS = {
     "ratio": "a number >= 0",
     "probability": 'a probability from 0 to 1: 0.02 or "2%"',
     "threshold": "what the limit counts: whole packets, or a size when the limit is in bytes",
+    "choice": "one of the names listed",
 }
 
 
@@ -54,6 +55,8 @@ class Param:
     high: int | None = None  # count: the largest value
     derived: str = ""  # how the default is derived when it depends on the queue or the link
     settable: bool = True  # False: fixed, only written to the config (a spec cannot set it)
+    choices: tuple[str, ...] = ()  # choice: the names it takes
+    unlimited: bool = False  # rate: "unlimited" is a value (0 in the config)
 
 
 @dataclass(frozen=True)
@@ -75,6 +78,12 @@ class Discipline:
     def defaults(self) -> dict[str, Any]:
         """Every parameter's default under its config name (None where it is derived)."""
         return {p.config: p.default for p in self.params}
+
+
+# CAKE's diffserv modes and flow modes, as tc names them.
+CAKE_DIFFSERV = ("besteffort", "precedence", "diffserv8", "diffserv4", "diffserv3")
+CAKE_FLOW_MODES = ("flowblind", "srchost", "dsthost", "hosts", "flows", "dual-srchost", "dual-dsthost",
+                   "triple-isolate")
 
 
 def _target(default_ms: int, source: str) -> Param:
@@ -183,6 +192,39 @@ CATALOGUE: dict[str, Discipline] = {d.name: d for d in (
                          "not Linux's", "ns-3 3.44 `PieQueueDisc` (docs/simulation.md)"),
                    _mtu("Linux `sch_pie` (no early drop below two frames)"),
                )),
+    Discipline("cake", "sorts DSCP marks into tins and flows into queues fair between hosts, with COBALT in each "
+                       "and its own shaper", 10240, "Linux `sch_cake`", (
+                   Param("bandwidth", "bandwidth_bps", "rate", None,
+                         'the shaper\'s rate, whose shares decide which tin goes first; "unlimited" leaves the '
+                         "pace to the link and shares tins by weight", "Linux `sch_cake` (unlimited)",
+                         derived="the direction's rate if it has one (as SQM sets it to the line's), else unlimited",
+                         unlimited=True),
+                   Param("diffserv", "diffserv", "choice", "diffserv3",
+                         "how DSCP marks sort packets into tins (diffserv3: bulk, best effort, voice)",
+                         "Linux `sch_cake`", choices=CAKE_DIFFSERV),
+                   Param("flow_mode", "flow_mode", "choice", "triple-isolate",
+                         "what a flow is, and between which hosts the queue is fair before flows",
+                         "Linux `sch_cake`", choices=CAKE_FLOW_MODES),
+                   _target(5, "Linux `sch_cake`"),
+                   Param("interval", "interval_ns", "duration", 100 * MS,
+                         "COBALT's interval, about the flows' worst RTT (tc's rtt)", "Linux `sch_cake`"),
+                   Param("overhead", "overhead", "count", None,
+                         "bytes the shaper adds to each packet in place of its Ethernet header (the framing "
+                         "of the line below)", "Linux `sch_cake`", low=-64, high=256,
+                         derived="none: the frame's own length (tc's raw)"),
+                   Param("mpu", "mpu", "count", 0, "the least length a packet counts for", "Linux `sch_cake`",
+                         low=0, high=256),
+                   Param("framing", "framing", "choice", "none",
+                         "the line's cells: atm (48 bytes of each 53) or ptm (64/65 encoding)", "Linux `sch_cake`",
+                         choices=("none", "atm", "ptm")),
+                   Param("wash", "wash", "bool", False, "clear DSCP marks once a packet's tin is chosen",
+                         "Linux `sch_cake`"),
+                   Param("memory_limit", "memory_limit_bytes", "size", None,
+                         "bytes the flows may hold together; over it the fattest flow loses its head packet",
+                         "Linux `sch_cake`",
+                         derived="four intervals at the bandwidth, at least 4 MiB, at most packets x 1514 bytes"),
+                   _mtu("Linux `sch_cake` (`psched_mtu`)"),
+               )),
 )}
 
 DISCIPLINES = tuple(CATALOGUE)
@@ -229,4 +271,6 @@ def resolve(name: str, packets: int | None, nbytes: int | None, given: dict[str,
                                                nbytes is not None)
         if "bandwidth_bps" not in given and rate_bps is not None:
             resolved["bandwidth_bps"] = rate_bps
+    if name == "cake" and "bandwidth_bps" not in given and rate_bps is not None:
+        resolved["bandwidth_bps"] = rate_bps
     return resolved

@@ -135,12 +135,21 @@ def _parse_queue_param(param: Param, value: object, field_name: str, in_bytes: b
     if param.kind == "rate":
         bps = parse_rate(value, field_name)
         if bps is None:
+            if param.unlimited:
+                return 0
             raise SpecError(
                 f"{show(value)} is not a rate here; RED ages its average queue over idle time at this rate: "
                 'write one such as "10mbit", or leave bandwidth out to use the link\'s rate',
                 field=field_name,
             )
         return bps
+    if param.kind == "choice":
+        if value not in param.choices:
+            close = difflib.get_close_matches(value, param.choices, n=1) if isinstance(value, str) else []
+            guess = f"did you mean {show(close[0])}? " if close else ""
+            raise SpecError(f"{show(value)} is not a {key}; {guess}choose one of: {', '.join(param.choices)}",
+                            field=field_name)
+        return value
     if param.kind == "bool":
         if not isinstance(value, bool):
             raise SpecError(f"{show(value)} is not true or false; write {key} = true or {key} = false",

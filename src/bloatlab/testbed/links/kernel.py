@@ -65,7 +65,9 @@ def kernel_needs(direction: DirectionSpec, which: str) -> list[KernelNeed]:
 
 
 # The AQM disciplines and the Linux qdisc of each (the same names).
-AQM_QDISCS = {"codel": "codel", "fq_codel": "fq_codel", "red": "red", "pie": "pie"}
+AQM_QDISCS = {"codel": "codel", "fq_codel": "fq_codel", "red": "red", "pie": "pie", "cake": "cake"}
+CAKE_KERNEL_PACKETS = 10240  # Linux cake's packet limit, which tc cannot set
+CAKE_TC_TARGET_DIVISOR = 20  # tc's `rtt` sets cake's interval, and its target to a twentieth of it
 # tc's pie reads alpha and beta as whole numbers 0..32 in units of 1/16 per second.
 PIE_TC_SCALE = 16
 PIE_TC_MAX = 32
@@ -98,6 +100,14 @@ def _aqm_needs(queue: QueueSpec, rate_bps: int | None, which: str) -> list[Kerne
             least = -(-params["min"] // params["avpkt_bytes"])
             refuse("burst", f"tc needs burst >= min / avpkt ({least} packets) to derive red's averaging weight",
                    f'raise burst to at least {least} or use backend = "userspace"')
+    elif qdisc == "cake":
+        if queue.bytes is not None or queue.packets != CAKE_KERNEL_PACKETS:
+            refuse("packets" if queue.bytes is None else "bytes",
+                   f"Linux cake's packet limit is fixed at {CAKE_KERNEL_PACKETS} (its buffer is memory_limit)",
+                   'leave the limit out, set memory_limit, or use backend = "userspace"')
+        if params["target_ns"] * CAKE_TC_TARGET_DIVISOR != params["interval_ns"]:
+            refuse("target", "tc sets cake's target to a twentieth of its rtt (interval)",
+                   'set target to interval / 20 (5ms for 100ms) or use backend = "userspace"')
     elif queue.bytes is not None:
         refuse("", f"Linux {qdisc} limits packets, not bytes",
                'give the limit in packets (e.g. packets = 1000) or use backend = "userspace"')
@@ -231,7 +241,7 @@ def _aqm_qdisc(q: QueueSpec, rate_bps: int | None) -> list[str]:
     if refused:
         raise ValueError(f"no tc command for {refused[0].what}: {refused[0].why_not} (choose_backend refuses it)")
     p = q.resolved(rate_bps)
-    ecn = "ecn" if p["ecn"] else "noecn"
+    ecn = "ecn" if p.get("ecn") else "noecn"  # cake marks ECN-capable packets always
     if q.discipline == "codel":
         return ["codel", "limit", str(q.packets), "target", _tc_time(p["target_ns"]),
                 "interval", _tc_time(p["interval_ns"]), ecn]
@@ -239,6 +249,14 @@ def _aqm_qdisc(q: QueueSpec, rate_bps: int | None) -> list[str]:
         return ["fq_codel", "limit", str(q.packets), "flows", str(p["flows"]), "quantum", str(p["quantum_bytes"]),
                 "target", _tc_time(p["target_ns"]), "interval", _tc_time(p["interval_ns"]), ecn,
                 "memory_limit", str(p["memory_limit_bytes"]), "drop_batch", str(p["drop_batch"])]
+    if q.discipline == "cake":
+        args = ["cake", "bandwidth", f"{p['bandwidth_bps']}bit" if p["bandwidth_bps"] else "unlimited",
+                p["diffserv"], p["flow_mode"], "rtt", _tc_time(p["interval_ns"]),
+                *(["raw"] if p["overhead"] is None else ["overhead", str(p["overhead"])]),
+                *(["mpu", str(p["mpu"])] if p["mpu"] else []),
+                {"none": "noatm", "atm": "atm", "ptm": "ptm"}[p["framing"]], "wash" if p["wash"] else "nowash",
+                "no-ack-filter"]
+        return args + (["memlimit", str(p["memory_limit_bytes"])] if p["memory_limit_bytes"] else [])
     if q.discipline == "pie":
         args = ["pie", "limit", str(q.packets), "target", _tc_time(p["target_ns"]),
                 "tupdate", _tc_time(p["tupdate_ns"]),

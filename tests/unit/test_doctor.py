@@ -110,7 +110,8 @@ def test_doctors_table_says_what_the_kernel_backend_builds():
         "rate": ("htb",), "delay": ("netem",), "jitter": (), "loss": ("netem",),
         "queue_droptail_packets": ("pfifo",), "queue_droptail_bytes": ("bfifo",),
         "queue_drophead": ("pfifo_head_drop",), "queue_codel": ("codel",), "queue_fq_codel": ("fq_codel",),
-        "queue_red_bytes": ("red",), "queue_red_packets": (), "queue_pie": ("pie",), "trace": (),
+        "queue_red_bytes": ("red",), "queue_red_packets": (), "queue_pie": ("pie",), "queue_cake": ("cake",),
+        "trace": (),
         "queue_at_sender": ("pfifo",),
     }
     why_not = {feature: why for feature, (needs, why) in doctor.kernel_support().items() if not needs}
@@ -175,14 +176,15 @@ def test_probe_binary_prefers_env_and_checks_its_version(tmp_path, monkeypatch):
 
 def test_backend_table_has_the_queue_disciplines_per_probed_qdisc():
     qdiscs = dict.fromkeys(capabilities.QDISC_PROBES, True)
-    qdiscs.update(codel=False, pie=False)
+    qdiscs.update(codel=False, pie=False, cake=False)
     report = make_report(qdiscs=qdiscs)
     userspace, kernel = report["backends"]["userspace"], report["backends"]["kernel"]
-    aqm = ["queue_codel", "queue_fq_codel", "queue_red_bytes", "queue_red_packets", "queue_pie"]
+    aqm = ["queue_codel", "queue_fq_codel", "queue_red_bytes", "queue_red_packets", "queue_pie", "queue_cake"]
     assert all(userspace[feature] for feature in aqm)
     assert {feature: kernel[feature] for feature in aqm} == {
         "queue_codel": False, "queue_fq_codel": True, "queue_red_bytes": True, "queue_red_packets": False,
-        "queue_pie": False}
+        "queue_pie": False, "queue_cake": False}
+    assert table_row(doctor.render(report), "queue cake").split()[2:] == ["✓", "✗", "(needs", "cake)"]
     text = doctor.render(report)
     assert table_row(text, "queue codel").split()[2:] == ["✓", "✗", "(needs", "codel)"]
     assert table_row(text, "queue fq_codel").split()[2:] == ["✓", "✓"]

@@ -57,6 +57,7 @@ FEATURES: dict[str, str] = {
     "queue_red_bytes": "queue red (bytes)",
     "queue_red_packets": "queue red (packets)",
     "queue_pie": "queue pie",
+    "queue_cake": "queue cake",
     "trace": "trace-driven rate",
     "queue_at_sender": "queue_at = sender",
 }
@@ -76,6 +77,7 @@ FEATURE_SAMPLES: dict[str, tuple[DirectionSpec, str]] = {
     "queue_red_bytes": (DirectionSpec(rate_bps=_RATE, queue=QueueSpec("red", packets=None, bytes=400_000)), "queue"),
     "queue_red_packets": (DirectionSpec(rate_bps=_RATE, queue=QueueSpec("red", packets=1000)), "queue"),
     "queue_pie": (DirectionSpec(rate_bps=_RATE, queue=QueueSpec("pie", packets=1000)), "queue"),
+    "queue_cake": (DirectionSpec(rate_bps=_RATE, queue=QueueSpec("cake", packets=10240)), "queue"),
     "trace": (DirectionSpec(trace=Path("cellular.trace")), "trace"),
 }
 

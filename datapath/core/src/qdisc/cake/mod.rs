@@ -14,6 +14,7 @@
 
 mod cobalt;
 mod tins;
+mod ways;
 
 use std::collections::VecDeque;
 
@@ -24,10 +25,8 @@ use super::{DropReason, Limit, MarkReason, Packet, QueueDisc, Verdicts};
 use crate::rng::Rng;
 use crate::time::{Duration, Instant};
 use crate::wire;
+use ways::{claim_host, Host, Placement, QUEUES};
 
-/// Flow queues per tin, and ways per set (Linux's CAKE_QUEUES, CAKE_SET_WAYS).
-const QUEUES: usize = 1024;
-const WAYS: usize = 8;
 /// The DSCP of frames that are not IP (ARP, mostly): network control, as Linux does.
 const NON_IP_DSCP: u8 = 56;
 /// Ethernet's link-layer header: what `overhead` replaces (Linux's network offset).
@@ -161,14 +160,6 @@ struct Flow {
     cobalt: CobaltVars,
     srchost: u16,
     dsthost: u16,
-}
-
-#[derive(Clone, Default)]
-struct Host {
-    src_tag: u32,
-    dst_tag: u32,
-    src_bulk: u32,
-    dst_bulk: u32,
 }
 
 /// One tin's counters, as `tc -s qdisc` shows them for cake.
@@ -361,33 +352,31 @@ impl Cake {
             (if mode.keys_sources() { src } else { 0 }) ^ (if mode.keys_destinations() { dst } else { 0 })
         };
         let t = &mut self.tins[tin];
-        let reduced = flow_hash as usize % QUEUES;
-        if t.tags[reduced] == flow_hash && t.flows[reduced].set != Set::None {
-            return reduced;
-        }
-        let (inner, outer) = (reduced % WAYS, reduced - reduced % WAYS);
-        let way = |i: usize| outer + (inner + i) % WAYS;
-        let (idx, claim_hosts) = if let Some(i) = (0..WAYS).find(|&i| t.tags[way(i)] == flow_hash) {
-            if i > 0 {
-                t.stats.way_indirect_hits += 1;
+        let (idx, placement) = ways::place(&t.tags, flow_hash, |k| t.flows[k].set != Set::None);
+        let claim_hosts = match placement {
+            Placement::Home => return idx,
+            Placement::Hit { indirect } => {
+                t.stats.way_indirect_hits += indirect as u64;
+                t.flows[idx].set == Set::None
             }
-            (way(i), t.flows[way(i)].set == Set::None)
-        } else if let Some(i) = (0..WAYS).find(|&i| t.flows[way(i)].set == Set::None) {
-            t.stats.way_misses += 1;
-            (way(i), true)
-        } else {
-            // Every way taken: share the flow's own slot with whoever holds it.
-            t.stats.way_collisions += 1;
-            if t.flows[reduced].set == Set::Bulk {
-                let (s, d) = (t.flows[reduced].srchost as usize, t.flows[reduced].dsthost as usize);
-                if mode.fair_sources() {
-                    t.hosts[s].src_bulk = t.hosts[s].src_bulk.saturating_sub(1);
-                }
-                if mode.fair_destinations() {
-                    t.hosts[d].dst_bulk = t.hosts[d].dst_bulk.saturating_sub(1);
-                }
+            Placement::Miss => {
+                t.stats.way_misses += 1;
+                true
             }
-            (reduced, true)
+            Placement::Collision => {
+                // Its hosts change: a bulk flow there stops counting for the old ones.
+                t.stats.way_collisions += 1;
+                if t.flows[idx].set == Set::Bulk {
+                    let (s, d) = (t.flows[idx].srchost as usize, t.flows[idx].dsthost as usize);
+                    if mode.fair_sources() {
+                        t.hosts[s].src_bulk = t.hosts[s].src_bulk.saturating_sub(1);
+                    }
+                    if mode.fair_destinations() {
+                        t.hosts[d].dst_bulk = t.hosts[d].dst_bulk.saturating_sub(1);
+                    }
+                }
+                true
+            }
         };
         t.tags[idx] = flow_hash;
         if claim_hosts {
@@ -568,27 +557,6 @@ fn list_of(t: &mut Tin, l: List) -> &mut VecDeque<u16> {
         List::Old => &mut t.old_flows,
         List::Decaying => &mut t.decaying_flows,
     }
-}
-
-/// The host slot for `hash` in its 8-way set: its own if tagged, else a free one (no bulk
-/// flows), else its home slot, shared.
-fn claim_host(hosts: &mut [Host], hash: u32, src: bool) -> usize {
-    let reduced = hash as usize % QUEUES;
-    let (inner, outer) = (reduced % WAYS, reduced - reduced % WAYS);
-    let way = |i: usize| outer + (inner + i) % WAYS;
-    let tag = |h: &Host| if src { h.src_tag } else { h.dst_tag };
-    let bulk = |h: &Host| if src { h.src_bulk } else { h.dst_bulk };
-    let k = (0..WAYS)
-        .map(way)
-        .find(|&k| tag(&hosts[k]) == hash)
-        .or_else(|| (0..WAYS).map(way).find(|&k| bulk(&hosts[k]) == 0))
-        .unwrap_or(reduced);
-    if src {
-        hosts[k].src_tag = hash;
-    } else {
-        hosts[k].dst_tag = hash;
-    }
-    k
 }
 
 /// The new average after one sample, weight 1/2^shift.

@@ -374,17 +374,18 @@ def test_a_sweep_killed_outright_is_cleaned_and_resumed(tmp_path):
     assert json.loads((out / "sweep.json").read_text())["status"] == "complete"
 
 
-def test_a_sweep_stopped_by_sigterm_keeps_its_complete_runs_for_resume(tmp_path):
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_a_stopped_sweep_resumes_with_only_what_is_missing(tmp_path, sig):
     out = tmp_path / "s"
     argv = [sys.executable, "-m", "bloatlab", "run", "--preset", "cs244", "--sweep", "maxq=20,100",
             "--set", "duration=4s", "--out", str(out), "--quiet"]
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.monotonic() + 120
-        while not (out / "maxq=100" / "rep1" / "raw" / "ping.ping.txt").exists():
+        while not (out / "maxq=100" / "rep1" / "raw" / "ping.ping.txt").exists():  # the second run under way
             assert time.monotonic() < deadline and proc.poll() is None, "the second run never started"
             time.sleep(0.2)
-        proc.send_signal(signal.SIGTERM)
+        proc.send_signal(sig)
         stderr = proc.communicate(timeout=120)[1]
     finally:
         if proc.poll() is None:
@@ -395,3 +396,12 @@ def test_a_sweep_stopped_by_sigterm_keeps_its_complete_runs_for_resume(tmp_path)
     assert [r["status"] for p in sweep["points"] for r in p["runs"]] == ["complete", "incomplete"]
     stopped = json.loads((out / "maxq=100" / "rep1" / "run.json").read_text())
     assert stopped["incomplete_reason"].startswith("interrupted at ") and leftovers(stopped["network"]) == []
+    kept = (out / "maxq=20" / "rep1" / "summary.json").stat().st_mtime_ns
+
+    result = subprocess.run([*argv, "--resume"], capture_output=True, text=True, timeout=180)
+    assert result.returncode == 0, result.stderr
+    assert "1 of 2 runs already complete, 1 to run" in result.stdout
+    assert "[2/2] maxq=100 rep 1" in result.stdout and "[1/2]" not in result.stdout
+    assert (out / "maxq=20" / "rep1" / "summary.json").stat().st_mtime_ns == kept
+    assert json.loads((out / "sweep.json").read_text())["status"] == "complete"
+    assert json.loads((out / "maxq=100" / "rep1" / "run.json").read_text())["complete"]

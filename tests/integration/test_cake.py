@@ -86,3 +86,17 @@ def test_cake_holds_a_sparse_ping_near_base_rtt_through_the_overload(runs):
     assert len(rtts) > 60 and statistics.median(rtts) < BASE_RTT_MS + 3.0, statistics.median(rtts)
     drops = run.summary["queue"]["s0->s1"]["drops_by_reason"]
     assert drops.get("cobalt", 0) > 0 and drops.get("blue", 0) > 0, drops  # and BLUE found the UDP
+
+
+def test_each_tin_is_in_the_results_and_the_report(runs):
+    run = runs["triple-isolate"]
+    tins = run.meta["datapath_stats"]["s0->s1"]["tins"]
+    assert [t["name"] for t in tins] == ["Bulk", "Best Effort", "Voice"]  # diffserv3, as tc lists them
+    assert tins[1]["threshold_bps"] == 10_000_000 and tins[2]["threshold_bps"] == 2_500_000
+    best_effort = run.summary["tins"]["s0->s1"]["Best Effort"]
+    assert best_effort["packets"] > 10_000 and best_effort["drops"] > 1000 and best_effort["bulk_flows"] >= 1
+    # The UDP floods stand in the 4 MiB buffer (BLUE thins them, slowly): long waits for them,
+    # though the ping's flow is served at once.
+    assert best_effort["peak_delay_ms"] >= best_effort["avg_delay_ms"] > 100, best_effort
+    page = (run.path / "report.html").read_text()
+    assert "Tins of s0-&gt;s1" in page and "Best Effort" in page

@@ -6,7 +6,7 @@
 
 use std::collections::VecDeque;
 
-use crate::qdisc::{DropReason, Dropped, Packet, PacketInfo, Queue, QueueConfig, QueueEvent, QueueStats};
+use crate::qdisc::{DropReason, Dropped, Packet, PacketInfo, Queue, QueueConfig, QueueEvent, QueueStats, TinReport};
 use crate::rate::{Rate, TRACE_OPPORTUNITY_BYTES};
 use crate::rng::Rng;
 use crate::stats::DirectionStats;
@@ -444,6 +444,10 @@ impl Pipeline {
     }
     pub fn queue_stats(&self) -> &QueueStats {
         self.queue.stats()
+    }
+    /// The queue's classes and their counters (CAKE's tins), if it has any.
+    pub fn queue_tins(&self) -> Vec<TinReport> {
+        self.queue.tins()
     }
     /// Packets past the queue but not yet out: in the serialiser or the delay line.
     pub fn in_flight(&self) -> u64 {

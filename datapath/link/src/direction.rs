@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use bloatlab_core::pipeline::{Departure, DropRecord, Event};
-use bloatlab_core::qdisc::QueueStats;
+use bloatlab_core::qdisc::{QueueStats, TinReport};
 use bloatlab_core::stats::DirectionStats;
 use bloatlab_core::{DirectionConfig, Instant, Pipeline};
 
@@ -123,6 +123,8 @@ pub struct Snapshot {
     pub late_p99_ns: u64,
     pub late_max_ns: u64,
     pub capture: Option<CaptureCounts>,
+    /// The discipline's classes (CAKE's tins), empty for the others.
+    pub tins: Vec<TinReport>,
 }
 
 pub struct Direction {
@@ -299,6 +301,7 @@ impl Direction {
             late_p99_ns: late.quantile_ns(0.99),
             late_max_ns: late.max_ns,
             capture: self.capture.as_ref().map(Capture::counts),
+            tins: pipe.queue_tins(),
         };
         *self.shared.lock().unwrap() = snap;
     }

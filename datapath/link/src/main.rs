@@ -13,6 +13,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration as StdDuration;
 
+use bloatlab_core::qdisc::TinReport;
 use bloatlab_core::stats::DropCounts;
 use serde_json::{json, Value};
 
@@ -135,7 +136,23 @@ fn snapshot_json(s: &Snapshot) -> Value {
     if let Some(c) = &s.capture {
         v["capture"] = capture_json(c);
     }
+    if !s.tins.is_empty() {
+        v["tins"] = Value::Array(s.tins.iter().map(tin_json).collect());
+    }
     v
+}
+
+/// One of CAKE's tins as `tc -s qdisc` shows it: threshold, target and interval, counters,
+/// delays (us) and flows.
+fn tin_json(t: &TinReport) -> Value {
+    let s = &t.stats;
+    let us = |d: bloatlab_core::Duration| d.nanos() / 1000;
+    json!({"name": t.name, "threshold_bps": t.threshold_bps, "target_us": us(t.target), "interval_us": us(t.interval),
+           "flow_quantum": t.flow_quantum, "packets": s.packets, "bytes": s.bytes, "backlog_bytes": s.backlog_bytes,
+           "drops": s.drops, "marks": s.marks, "way_indirect_hits": s.way_indirect_hits,
+           "way_misses": s.way_misses, "way_collisions": s.way_collisions, "peak_delay_us": us(s.peak_delay),
+           "avg_delay_us": us(s.avg_delay), "base_delay_us": us(s.base_delay), "sparse_flows": s.sparse_flows,
+           "bulk_flows": s.bulk_flows, "unresponsive_flows": s.unresponsive_flows, "max_len": s.max_len})
 }
 
 /// Writes the stats file atomically (temp file + rename), so readers never see half of it.

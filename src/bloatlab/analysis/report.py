@@ -340,6 +340,14 @@ def _run_report(run_dir: Path, drawn: plots.PlotResult | None = None) -> str:
                                                 "</details>")
     if not lines and not numbers:
         sections.append("<p class=\"bad\">summary.json has no numbers.</p>")
+    for direction, tins in (summary or {}).get("tins", {}).items():
+        sections.append(f"<h3>Tins of {_e(direction)}</h3>" + _table(
+            ["tin", "threshold Mbit/s", "packets", "drops", "marks", "avg delay ms", "peak delay ms",
+             "sparse delay ms", "sparse flows", "bulk flows", "unresponsive flows"],
+            [(name, *(_number(t.get(k)) for k in ("threshold_mbps", "packets", "drops", "marks", "avg_delay_ms",
+                                                   "peak_delay_ms", "base_delay_ms", "sparse_flows", "bulk_flows",
+                                                   "unresponsive_flows")))
+             for name, t in tins.items()], numeric_from=1))
     problems = [str(x) for key in ("errors", "warnings") if isinstance(meta.get(key), list) for x in meta[key]]
 
     figures: dict[str, Figure | Path]

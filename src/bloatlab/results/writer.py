@@ -48,7 +48,25 @@ def summary(record: RunRecord) -> dict[str, Any]:
         doc["pcap"] = captures(record)
     if (late := lateness(record.datapath_stats, record.timer)) is not None:
         doc["lateness"] = late
+    if tins := tins_of(record.datapath_stats):
+        doc["tins"] = tins
     return doc
+
+
+def tins_of(datapath_stats: dict[str, dict[str, Any]]) -> dict[str, dict[str, dict[str, Any]]]:
+    """Per direction with classes (CAKE's tins), each tin by name: what tc -s shows of it, delays
+    in ms and the threshold in Mbit/s."""
+    out = {}
+    for direction, stats in datapath_stats.items():
+        tins = stats.get("tins") or []
+        out[direction] = {
+            t["name"]: {"threshold_mbps": t["threshold_bps"] / 1e6, "packets": t["packets"], "bytes": t["bytes"],
+                        "drops": t["drops"], "marks": t["marks"],
+                        **{f"{k}_delay_ms": t[f"{k}_delay_us"] / 1e3 for k in ("avg", "peak", "base")},
+                        **{k: t[k] for k in ("sparse_flows", "bulk_flows", "unresponsive_flows",
+                                             "way_indirect_hits", "way_misses", "way_collisions")}}
+            for t in tins}
+    return {d: t for d, t in out.items() if t}
 
 
 def captures(record: RunRecord) -> dict[str, Any]:

@@ -113,6 +113,10 @@ pub trait QueueDisc: Send {
     fn ready_at(&self) -> Option<Instant> {
         None
     }
+    /// The classes it sorts packets into, with their counters (CAKE's tins); none for most.
+    fn tins(&self) -> Vec<TinReport> {
+        Vec::new()
+    }
     fn backlog_pkts(&self) -> usize;
     fn backlog_bytes(&self) -> usize;
     fn name(&self) -> &'static str;
@@ -215,6 +219,10 @@ impl Queue {
     }
     pub fn name(&self) -> &'static str {
         self.disc.name()
+    }
+    /// The discipline's classes and their counters (see `QueueDisc::tins`).
+    pub fn tins(&self) -> Vec<TinReport> {
+        self.disc.tins()
     }
     /// When the discipline will give a packet it holds back now (see `QueueDisc::ready_at`).
     pub fn ready_at(&self) -> Option<Instant> {

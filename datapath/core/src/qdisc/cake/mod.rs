@@ -295,7 +295,7 @@ impl Cake {
     }
 
     /// Each tin, in the order `tc -s qdisc` lists them.
-    pub fn tin_reports(&self) -> Vec<TinReport> {
+    fn tin_reports(&self) -> Vec<TinReport> {
         self.p
             .diffserv
             .display_order()
@@ -707,6 +707,9 @@ impl QueueDisc for Cake {
         }
     }
 
+    fn tins(&self) -> Vec<TinReport> {
+        self.tin_reports()
+    }
     fn ready_at(&self) -> Option<Instant> {
         (self.rate_bytes_per_s != 0 && self.pkts > 0).then(|| self.time_next.min(self.failsafe_next))
     }

@@ -140,6 +140,11 @@ def _page(title: str, sections: list[str]) -> str:
             + "\n".join(sections) + "\n</body></html>\n")
 
 
+def _count(value: Any) -> str:
+    """A whole number as it is, "-" for none."""
+    return str(value) if isinstance(value, int) and not isinstance(value, bool) else "-"
+
+
 def _number(value: Any, like: float | None = None) -> str:
     """A number with the decimals its size deserves (those of LIKE, when given)."""
     if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value):
@@ -344,9 +349,9 @@ def _run_report(run_dir: Path, drawn: plots.PlotResult | None = None) -> str:
         sections.append(f"<h3>Tins of {_e(direction)}</h3>" + _table(
             ["tin", "threshold Mbit/s", "packets", "drops", "marks", "avg delay ms", "peak delay ms",
              "sparse delay ms", "sparse flows", "bulk flows", "unresponsive flows"],
-            [(name, *(_number(t.get(k)) for k in ("threshold_mbps", "packets", "drops", "marks", "avg_delay_ms",
-                                                   "peak_delay_ms", "base_delay_ms", "sparse_flows", "bulk_flows",
-                                                   "unresponsive_flows")))
+            [(name, _number(t.get("threshold_mbps")), *(_count(t.get(k)) for k in ("packets", "drops", "marks")),
+              *(_number(t.get(k)) for k in ("avg_delay_ms", "peak_delay_ms", "base_delay_ms")),
+              *(_count(t.get(k)) for k in ("sparse_flows", "bulk_flows", "unresponsive_flows")))
              for name, t in tins.items()], numeric_from=1))
     problems = [str(x) for key in ("errors", "warnings") if isinstance(meta.get(key), list) for x in meta[key]]
 

@@ -29,7 +29,7 @@ ECN_CODES = {"not-ect": 0, "ect1": 1, "ect0": 2, "ce": 3}
 MIN_SIZE_BYTES, MAX_SIZE_BYTES = 42, 65535  # Ethernet + IPv4 + UDP headers .. an IPv4 datagram
 TRACE_OPPORTUNITY_BYTES = 1504  # what one Mahimahi delivery opportunity carries
 
-BENCH_DISCIPLINES = ("codel", "droptail", "fq_codel", "red", "pie")
+BENCH_DISCIPLINES = ("codel", "droptail", "fq_codel", "red", "pie", "cake")
 BENCH_TARGET_PPS = 5_000_000  # for CoDel
 BENCH_RATE = "10mbit"
 BENCH_LOAD = 1.2

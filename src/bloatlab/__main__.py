@@ -1,5 +1,5 @@
 """`python -m bloatlab`: the same as the `bloatlab` command."""
 
-from bloatlab.cli.main import main
+from bloatlab.cli.main import entry
 
-raise SystemExit(main())
+entry()

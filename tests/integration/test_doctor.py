@@ -37,11 +37,19 @@ def test_collect_probes_namespaces_and_qdiscs():
     assert elapsed_s < 5, f"collect() took {elapsed_s:.1f} s"
 
 
-def test_kernel_qdiscs_matches_collect_and_is_cached():
+def test_kernel_qdiscs_matches_collect_and_is_cached(monkeypatch):
+    htb = capabilities.kernel_qdiscs(["htb", "no-such-kind"])  # what a run asks: its links' kinds
     qdiscs = capabilities.kernel_qdiscs()
-    assert capabilities.kernel_qdiscs() is qdiscs
+    assert htb == {"htb": qdiscs["htb"]}
     assert qdiscs == {kind: bool(v) for kind, v in doctor.collect()["qdiscs"].items()}
     assert doctor_namespaces() == []
+
+    def probe_again(*args):
+        raise AssertionError("probed a kind twice")
+
+    monkeypatch.setattr(capabilities, "probe_sandbox", probe_again)
+    assert capabilities.kernel_qdiscs() == qdiscs
+    assert capabilities.kernel_qdiscs(["codel", "tbf"]) == {"codel": qdiscs["codel"], "tbf": qdiscs["tbf"]}
 
 
 def test_rendered_report_lists_every_qdisc():

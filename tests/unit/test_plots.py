@@ -354,9 +354,9 @@ def _plot_recording_children(run_dir, monkeypatch, cores):
     return result, forked, {p: p.read_bytes() for p in result.files}
 
 
-def test_a_spare_core_draws_half_the_figures_the_same_and_is_reaped(run_dir, monkeypatch):
-    """With two cores a forked child draws every other figure: the same files, bytes and warnings,
-    in the same order, as drawing all of them here; the child is reaped."""
+def test_a_spare_core_draws_figures_the_same_and_is_reaped(run_dir, monkeypatch):
+    """With two cores a forked child draws figures too: the same files, bytes and warnings, in
+    the same order, as drawing all of them here; the child is reaped."""
     import os
 
     (run_dir / "series" / "fetch.csv").unlink()  # a warning from the child's half
@@ -386,3 +386,31 @@ def test_a_child_that_fails_leaves_its_figures_to_the_parent(run_dir, monkeypatc
     result, forked, drawn = _plot_recording_children(run_dir, monkeypatch, cores=2)
     assert len(forked) == 1 and result.warnings == []
     assert [p.stem for p in result.files] == list(FIGURES) and all(d[:8] == PNG_MAGIC for d in drawn.values())
+
+
+def test_the_two_draw_from_one_queue_each_figure_once(run_dir, monkeypatch, tmp_path):
+    """Parent and child take the next figure as each finishes one: every figure is drawn exactly
+    once, and a parent slowed down (0.2 s a figure) leaves the child a share."""
+    import os
+    import time
+
+    from bloatlab.analysis import plots
+
+    parent, real, log = os.getpid(), plots._draw_and_save, tmp_path / "drawn.txt"
+
+    def draw(run, names, svg):
+        out = {}
+        for name in names:
+            if os.getpid() == parent:
+                time.sleep(0.2)
+            with open(log, "a") as f:
+                f.write(f"{os.getpid()} {name}\n")
+            out.update(real(run, [name], svg))
+        return out
+
+    monkeypatch.setattr(plots, "_draw_and_save", draw)
+    result, forked, _ = _plot_recording_children(run_dir, monkeypatch, cores=2)
+    drawn = [line.split() for line in log.read_text().splitlines()]
+    assert sorted(name for _, name in drawn) == sorted(FIGURES)
+    assert {int(pid) for pid, _ in drawn} == {parent, forked[0]}
+    assert [p.stem for p in result.files] == list(FIGURES)

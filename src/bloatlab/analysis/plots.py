@@ -17,7 +17,7 @@ import re
 import signal
 import textwrap
 import threading
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -61,23 +61,28 @@ def caption(run: Run) -> str:
 def plot_run(run_dir: Path, svg: bool = False) -> PlotResult:
     """Draw every figure of the run into RUN/plots/ (PNG, and SVG too with svg=True).
 
-    With a spare core, a forked child draws every other figure meanwhile: each takes a quarter
-    second or more (layout, text, PNG), and a run's seven are most of what it does after its
-    experiment ends. Not beside other threads (a sweep's side-by-side runs), whose locks a fork
-    could copy held."""
+    With a spare core, a forked child draws beside this process: each takes the next figure
+    from a shared pipe of figure numbers, so neither waits while the other has work (a figure
+    takes 0.1-0.4 s: layout, text, PNG, and a run's seven are most of what it does after its
+    experiment ends). Not beside other threads (a sweep's side-by-side runs), whose locks a
+    fork could copy held."""
     run = load_run(run_dir)
-    names = list(FIGURES)
-    theirs = names[0::2] if len(os.sched_getaffinity(0)) > 1 and threading.active_count() == 1 else []
-    child = _Elsewhere(run.path, theirs, svg) if theirs else None
-    mine = {}
+    names = list(FIGURES)  # the costliest first (two panels), so the two end close together
+    shared = len(os.sched_getaffinity(0)) > 1 and threading.active_count() == 1
+    jobs = _Jobs(len(names)) if shared else None
+    child = _Elsewhere(run.path, names, svg, jobs) if jobs else None
+    mine: dict[str, tuple[list[Path], list[str]]] = {}
+    got: dict[str, tuple[list[Path], list[str]]] = {}
     try:
-        mine = _draw_and_save(run, [n for n in names if n not in theirs], svg)
+        mine = _draw_and_save(run, (names[i] for i in jobs) if jobs else names, svg)  # one taken at a time
         got = child.result() if child else {}
     finally:
         if child:
             child.end()
-    mine.update({n: _draw_and_save(run, [n], svg)[n] for n in theirs if n not in got})  # the child failed
+        if jobs:
+            jobs.close()
     done = {**got, **mine}
+    done.update(_draw_and_save(run, [n for n in names if n not in done], svg))  # the child failed midway
     result = PlotResult(drawn=names)
     for name in names:
         files, warnings = done[name]
@@ -86,7 +91,7 @@ def plot_run(run_dir: Path, svg: bool = False) -> PlotResult:
     return result
 
 
-def _draw_and_save(run: Run, names: list[str], svg: bool) -> dict[str, tuple[list[Path], list[str]]]:
+def _draw_and_save(run: Run, names: Iterable[str], svg: bool) -> dict[str, tuple[list[Path], list[str]]]:
     """Each named figure drawn and saved: its files and its warnings."""
     out = {}
     for name in names:
@@ -96,11 +101,29 @@ def _draw_and_save(run: Run, names: list[str], svg: bool) -> dict[str, tuple[lis
     return out
 
 
-class _Elsewhere:
-    """Figures drawn and saved by a forked child, which hands back their files and warnings as
-    JSON through a pipe. A child that fails hands back nothing, and its figures are drawn here."""
+class _Jobs:
+    """Figure numbers in a pipe, one byte each: iterating takes the next one not yet taken by
+    this process or a forked one (a pipe's one-byte read is atomic), until none is left."""
 
-    def __init__(self, run_dir: Path, names: list[str], svg: bool):
+    def __init__(self, count: int):
+        self.read, write = os.pipe()
+        os.write(write, bytes(range(count)))  # at most a few dozen figures: far below a pipe's buffer
+        os.close(write)
+
+    def __iter__(self) -> Iterator[int]:
+        while taken := os.read(self.read, 1):
+            yield taken[0]
+
+    def close(self) -> None:
+        os.close(self.read)
+
+
+class _Elsewhere:
+    """Figures drawn and saved by a forked child, which takes them from `jobs` and hands back
+    their files and warnings as JSON through a pipe. A child that fails hands back nothing, and
+    what it took is drawn here."""
+
+    def __init__(self, run_dir: Path, names: list[str], svg: bool, jobs: _Jobs):
         read, write = os.pipe()
         self.pid = os.fork()
         if self.pid == 0:  # the child: its own exit, never the parent's cleanup
@@ -109,7 +132,10 @@ class _Elsewhere:
                 os.close(read)
                 signal.signal(signal.SIGINT, signal.SIG_DFL)
                 signal.signal(signal.SIGTERM, signal.SIG_DFL)
-                done = _draw_and_save(load_run(run_dir), names, svg)
+                run = load_run(run_dir)
+                done = {}
+                for i in jobs:  # one at a time: each is handed back only once all are drawn
+                    done.update(_draw_and_save(run, [names[i]], svg))
                 with os.fdopen(write, "w") as pipe:
                     json.dump({n: ([str(f) for f in files], w) for n, (files, w) in done.items()}, pipe)
                 status = 0

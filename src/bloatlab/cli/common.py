@@ -11,12 +11,11 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-import shtab
-
 from bloatlab.errors import BloatlabError, MachineError
 
-# What a positional argument completes to in the shell: `add_argument(...).complete = FILE`.
-FILE, DIRECTORY = shtab.FILE, shtab.DIRECTORY
+# What an argument completes to in the shell: `add_argument(...).complete = FILE`. The completion
+# command turns these into shtab's own (cli/completion.py), so other commands never load shtab.
+FILE, DIRECTORY = "file", "directory"
 
 Handler = Callable[[argparse.Namespace], int]
 

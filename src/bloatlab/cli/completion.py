@@ -6,9 +6,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable
 
-import shtab
-
-from bloatlab.cli.common import add_command, emit
+from bloatlab.cli.common import DIRECTORY, FILE, add_command, emit
 
 SHELLS = ("bash", "zsh")
 WHERE = {"bash": "~/.local/share/bash-completion/completions/bloatlab (or /etc/bash_completion.d/bloatlab)",
@@ -16,9 +14,23 @@ WHERE = {"bash": "~/.local/share/bash-completion/completions/bloatlab (or /etc/b
 
 
 def cmd_completion(args: argparse.Namespace) -> int:
-    script = shtab.complete(args.parser_factory(), shell=args.shell)
+    import shtab  # only here: with importlib.metadata, 40 ms that every other command would pay
+
+    parser = args.parser_factory()
+    _to_shtab(parser, {FILE: shtab.FILE, DIRECTORY: shtab.DIRECTORY})
+    script = shtab.complete(parser, shell=args.shell)
     emit(args, {"shell": args.shell, "script": script}, script.rstrip("\n"))
     return 0
+
+
+def _to_shtab(parser: argparse.ArgumentParser, shtab_kinds: dict[str, dict[str, str]]) -> None:
+    """Each argument's `complete` marker (cli/common.py) as shtab's, in every subcommand."""
+    for action in parser._actions:
+        if isinstance(getattr(action, "complete", None), str):
+            action.complete = shtab_kinds[action.complete]  # type: ignore[attr-defined]
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                _to_shtab(sub, shtab_kinds)
 
 
 def add_parsers(commands: argparse._SubParsersAction, parser_factory: Callable[[], argparse.ArgumentParser]) -> None:

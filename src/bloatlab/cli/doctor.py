@@ -6,12 +6,13 @@ from __future__ import annotations
 import argparse
 
 from bloatlab.cli.common import add_command, emit
-from bloatlab.lab import doctor
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:
     if args.cluster:
         return _cluster(args)
+    from bloatlab.lab import doctor  # its probes' modules: loaded by this command alone
+
     report = doctor.collect()
     emit(args, report, doctor.render(report))
     return 0

@@ -59,9 +59,17 @@ class Running:
         # Read back from the files of a run killed outright (lab/run.py recover_run): its tools
         # were killed too, so what they print only as they end is missing, and that is no fault.
         self.recovered = False
+        # The servers prepare() started, as wait_listening's (host, port, what, udp): every
+        # workload's are started first and then awaited (ready), so their start-ups overlap.
+        self.servers: list[tuple[str, int, str, bool]] = []
 
     def prepare(self) -> None:
-        """Before t0: start servers."""
+        """Before t0: start servers (and name them in self.servers)."""
+
+    def ready(self) -> None:
+        """Before t0, after every workload's prepare(): wait until its servers listen."""
+        for host, port, what, udp in self.servers:
+            wait_listening(self.net, host, port, what, udp=udp)
 
     def check(self, at_s: float) -> None:
         """Between its start and its stop: a RunFault if one of its tools was killed (by a

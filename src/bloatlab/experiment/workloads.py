@@ -30,7 +30,7 @@ from bloatlab.experiment.hosts import Hosts
 from bloatlab.experiment.parsers import IperfResult, parse_iperf3, parse_iperf3_intervals, parse_ping_replies, parse_ping_summary
 from bloatlab.experiment.record import Collected
 from bloatlab.experiment.responsiveness.workload import ResponsivenessTest
-from bloatlab.experiment.running import Running, last_line, wait_listening
+from bloatlab.experiment.running import Running, last_line
 from bloatlab.specs import dscp
 from bloatlab.specs.model import Bulk, Irtt, Ping, Responsiveness, Udp, Web, Workload
 from bloatlab.testbed import capabilities, machine
@@ -70,7 +70,7 @@ class IperfFlow(Running):
                               stdin=subprocess.DEVNULL, text=True)
         self.procs.append(proc)
         self.server_log = _Timestamped(proc, self.raw / f"{self.w.name}.server.txt")
-        wait_listening(self.net, self.w.dst, self.port, f"iperf3 server of {self.w.name}")
+        self.servers.append((self.w.dst, self.port, f"iperf3 server of {self.w.name}", False))
 
     def client_args(self) -> list[str]:
         raise NotImplementedError
@@ -195,7 +195,7 @@ class IrttProbe(Running):
         timeout_s = max(30, 4 * self.w.interval_ns // 10**9 + 1)
         self._spawn(self.w.dst, ["irtt", "server", "-b", address, "-i", "0", f"--timeout={timeout_s}s"],
                     self.raw / f"{self.w.name}.server.txt")
-        wait_listening(self.net, self.w.dst, self.port, f"irtt server of {self.w.name}", udp=True)
+        self.servers.append((self.w.dst, self.port, f"irtt server of {self.w.name}", True))
 
     def start(self) -> None:
         argv = ["irtt", "client", "-Q", "-i", f"{self.w.interval_ns}ns", "-d", f"{self.w.stop_ns - self.w.start_ns}ns",
@@ -243,7 +243,7 @@ class WebFetches(Running):
         argv = [sys.executable, "-m", "bloatlab.experiment.httpd", self.net.address(self.w.server), str(self.port),
                 str(self.docroot), self.w.cc]
         self._spawn(self.w.server, argv, self.raw / f"{self.w.name}.server.log")
-        wait_listening(self.net, self.w.server, self.port, f"web server of {self.w.name}")
+        self.servers.append((self.w.server, self.port, f"web server of {self.w.name}", False))
         self.failures: list[str] = []
         self.halt = threading.Event()
         self.current: subprocess.Popen | None = None

@@ -34,8 +34,6 @@ from bloatlab.experiment.workloads import check_congestion_controls, check_tools
 from bloatlab.interrupts import Interrupts
 from bloatlab.lab.executors import Executor, LocalExecutor, ParallelExecutor, RunResult, Tick
 from bloatlab.lab.outcome import Outcome, default_out, now, preload_writers, write_outcome
-from bloatlab.lab.simulate import simulate_experiment
-from bloatlab.sim.driver import build as build_driver
 from bloatlab.progress import Progress
 from bloatlab.results.files import RunDir
 from bloatlab.results.writer import record_from_document, run_document
@@ -47,7 +45,7 @@ if TYPE_CHECKING:
 from bloatlab.testbed import netns, state
 from bloatlab.testbed.datapath import capture_warnings, lag_warnings, timer_overshoot
 from bloatlab.testbed.links.base import Captures
-from bloatlab.testbed.machine import machine, snapshot, tool_versions
+from bloatlab.testbed.machine import machine, snapshots, tool_versions
 from bloatlab.testbed.network import DP_NODE, Network
 
 log = logging.getLogger(__name__)
@@ -173,12 +171,15 @@ class Run:
                           for w in exp.workloads]
         for w in self.workloads:
             w.prepare()
-        record.snapshots = {node: snapshot(self.net.namespace(node)) for node in exp.topology.node_names()}
+        where = {node: self.net.namespace(node) for node in exp.topology.node_names()}
         if netns.exists(self.net.datapath_namespace):  # kernel links' qdiscs; "_" is no node's name
-            record.snapshots[DP_NODE] = snapshot(self.net.datapath_namespace)
+            where[DP_NODE] = self.net.datapath_namespace
+        record.snapshots = snapshots(where)
         sources = queue_sources(exp, self.net.backends, self.net)
         self.probes = RunProbes(exp, self.net, self.dir.raw, record.ports, record.tcp_probe, sources)
         self.probes.start()
+        for w in self.workloads:  # their servers started above, while the rest was done
+            w.ready()
         if self.net.datapath is not None:  # the baseline its departures' lateness is judged by
             record.timer = timer_overshoot()
 
@@ -337,6 +338,8 @@ def recover_run(path: Path) -> Outcome | None:
 def run_experiment(experiment: Experiment, out: Path | None = None, **kwargs: Any) -> Outcome:
     """One run: emulated (Run), or simulated in ns-3 (lab/simulate.py) as the spec's backend says."""
     if experiment.backend == "ns3":
+        from bloatlab.lab.simulate import simulate_experiment
+
         return simulate_experiment(experiment, out or default_out(experiment), **kwargs)
     return Run(experiment, out or default_out(experiment), **kwargs).execute()
 
@@ -351,18 +354,20 @@ RUN_OVERHEAD_S = 5.0
 def sweep_experiment(plan: SweepPlan, out: Path, *, repeat: int, resume: bool = False, progress: bool = True,
                      svg: bool = False, command: list[str] | None = None,
                      executor: Executor | None = None) -> SweepOutcome:
+    """Every point of the plan, `repeat` times each, each run an experiment run into OUT/LABEL/repK
+    (docs/sweeps.md); then the aggregate, comparison plots and report of the complete runs."""
     # The sweep engine reads results (pandas) and finishes with plots: imported when a sweep runs.
     from bloatlab.analysis.report import finish_sweep
     from bloatlab.lab.sweep import Axis, run_sweep
 
-    """Every point of the plan, `repeat` times each, each run an experiment run into OUT/LABEL/repK
-    (docs/sweeps.md); then the aggregate, comparison plots and report of the complete runs."""
     def run_one(values: dict[str, Any], rep: int, run_dir: Path, tick: Tick) -> RunResult:
         outcome = run_experiment(plan.load(values, rep), run_dir, progress=tick if progress else False, svg=svg)
         return RunResult(outcome.complete, outcome.summary, outcome.reason, outcome.warnings, outcome.interrupted)
 
     first = plan.first
     if first.backend == "ns3" and (executor is None or isinstance(executor, LocalExecutor)):
+        from bloatlab.sim.driver import build as build_driver
+
         build_driver(say=progress)  # once, before the runs that use it start side by side
         executor = ParallelExecutor()  # simulations share nothing: one per core
     return run_sweep(out, kind="experiment", name=first.name, source=first.source or first.name,

@@ -10,8 +10,6 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 SERIES_COLUMNS = {
     "ping": ("t_s", "probe", "rtt_ms"),
     "cwnd": ("t_s", "flow", "cwnd_pkts", "ssthresh_pkts", "srtt_ms"),
@@ -67,7 +65,7 @@ class RunDir:
 
 
 def _jsonable(value: Any) -> Any:
-    if isinstance(value, (np.integer, np.floating)):
+    if type(value).__module__ == "numpy" and hasattr(value, "item"):  # a numpy scalar, numpy not imported here
         return value.item()
     if isinstance(value, Path):
         return str(value)

@@ -10,8 +10,6 @@ import re
 import statistics
 from collections.abc import Sequence
 
-import numpy as np
-
 CONFIDENCE = 0.95
 STATS = ("mean", "sd", "median", "min", "max", "ci95_low", "ci95_high")
 
@@ -19,6 +17,8 @@ STATS = ("mean", "sd", "median", "min", "max", "ci95_low", "ci95_high")
 def describe(values: Sequence[float], keys: Sequence[str]) -> dict[str, float | int | None]:
     """The named statistics of `values`: count, min, mean, median, pNN, max, stddev (sample,
     n - 1). With no values every statistic but count is null; stddev needs two."""
+    import numpy as np  # here: a run writes its first run.json before numpy has loaded
+
     data = np.asarray(values, dtype=float)
     out: dict[str, float | int | None] = {}
     for key in keys:

@@ -9,7 +9,6 @@ and the compiler's, so an upgrade of any of them builds anew.
 from __future__ import annotations
 
 import hashlib
-import importlib.metadata
 import logging
 import os
 import shutil
@@ -31,6 +30,8 @@ DISTRIBUTION = "ns3"
 
 def ns3_version() -> str | None:
     """The installed ns3 wheel's version, or None."""
+    import importlib.metadata  # 30 ms: not on the way to every emulated run
+
     try:
         return importlib.metadata.version(DISTRIBUTION)
     except importlib.metadata.PackageNotFoundError:
@@ -42,6 +43,8 @@ def ns3_root() -> Path:
     version = ns3_version()
     if version is None:
         raise MachineError("the ns-3 backend needs the ns3 wheel: pip install 'bloatlab[sim]' (make test installs it)")
+    import importlib.metadata
+
     root = Path(str(importlib.metadata.distribution(DISTRIBUTION).locate_file("ns3")))
     if not (root / "include" / "ns3" / "core-module.h").exists():
         raise MachineError(f"the ns3 wheel at {root} has no headers (include/ns3); reinstall it: "

@@ -8,6 +8,7 @@ import json
 import os
 import platform
 import re
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from bloatlab import proc
@@ -45,7 +46,10 @@ def _version(argv: list[str], pattern: str) -> str | None:
 
 
 def tool_versions() -> dict[str, str | None]:
-    return {name: _version([name, *TOOLS[name][0]], TOOLS[name][1]) for name in RECORDED}
+    """Each recorded tool's version, asked of all at once: one by one they take 40 ms of a run's start."""
+    with ThreadPoolExecutor(len(RECORDED)) as pool:
+        found = pool.map(lambda name: _version([name, *TOOLS[name][0]], TOOLS[name][1]), RECORDED)
+        return dict(zip(RECORDED, found))
 
 
 def check_tools(names: list[str], field: str | None = None) -> None:
@@ -74,6 +78,12 @@ def cpu_model() -> str | None:
     except OSError:
         pass
     return None
+
+
+def snapshots(namespaces: dict[str, str]) -> dict[str, dict[str, Any]]:
+    """snapshot() of each namespace (keyed by its node's name), taken side by side."""
+    with ThreadPoolExecutor(max(1, len(namespaces))) as pool:
+        return dict(zip(namespaces, pool.map(snapshot, namespaces.values())))
 
 
 def snapshot(ns: str) -> dict[str, Any]:

@@ -31,7 +31,7 @@ from bloatlab.specs.model import LinkSpec, Topology
 from bloatlab.testbed import capabilities, netns, state
 from bloatlab.testbed.datapath import BINARY_NAME as DATAPATH_BINARY, Datapath, read_stats_if_any
 from bloatlab.testbed.links.base import Captures, LinkBackend, Port, Site, middle_ifaces
-from bloatlab.testbed.links.kernel import KernelBackend
+from bloatlab.testbed.links.kernel import KernelBackend, qdiscs_wanted
 from bloatlab.testbed.links.userspace import UserspaceBackend
 
 log = logging.getLogger(__name__)
@@ -183,7 +183,8 @@ class Network:
             if topo.host_cc(host) is not None:
                 field = f"hosts.{host}.cc" if topo.hosts[host].cc else "cc"
                 capabilities.check_congestion_control(topo.host_cc(host), field, as_default=True)
-        qdiscs = capabilities.kernel_qdiscs() if any(link.backend != "userspace" for link in topo.links) else {}
+        kernel_able = [link for link in topo.links if link.backend != "userspace"]
+        qdiscs = capabilities.kernel_qdiscs(qdiscs_wanted(kernel_able)) if kernel_able else {}
         captured = self.captures.directions if self.captures is not None else frozenset()
         self.backends = [choose_backend(link, qdiscs, index,
                                         next((d for d in map(link.direction_name, ("forward", "reverse")) if d in captured), None))

@@ -16,7 +16,6 @@ from pathlib import Path
 
 from bloatlab.errors import MachineError
 from bloatlab.experiment.hosts import Hosts
-from bloatlab.experiment.probes import queue as queue_probe
 from bloatlab.experiment.probes import tcp as tcp_probe
 from bloatlab.experiment.probes.qdisc import QdiscSampler
 from bloatlab.experiment.record import QUEUE_NUMBERS, QueueMeasure
@@ -135,6 +134,8 @@ class RunProbes:
 
     def queues(self, duration_s: float, t0_mono: float | None) -> dict[str, QueueMeasure]:
         """Each probed direction's queue over [0, duration_s]; empty numbers where nothing was recorded."""
+        from bloatlab.experiment.probes import queue as queue_probe  # numpy: loaded while the run plays
+
         out = {}
         for name, source in self.queue_sources.items():
             trace, path = None, self.queue_path(source)

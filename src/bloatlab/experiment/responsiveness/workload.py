@@ -19,7 +19,7 @@ import time
 
 from bloatlab.experiment.record import Collected
 from bloatlab.experiment.responsiveness import server
-from bloatlab.experiment.running import Running, last_line, wait_listening
+from bloatlab.experiment.running import Running, last_line
 from bloatlab.specs.model import Responsiveness
 
 SERVER_NOTSENT_LOWAT = 16384
@@ -40,7 +40,7 @@ class ResponsivenessTest(Running):
             self.net.exec(self.w.server, ["ip", "route", "replace", f"{client}/32", *via, "dev", words[words.index("dev") + 1],
                                           "congctl", self.w.cc], check=True)
         self._spawn(self.w.server, server.argv(self.site, address, self.port), self.raw / f"{self.w.name}.server.txt")
-        wait_listening(self.net, self.w.server, self.port, f"HTTP/2 server (nghttpd) of {self.w.name}")
+        self.servers.append((self.w.server, self.port, f"HTTP/2 server (nghttpd) of {self.w.name}", False))
 
     def start(self) -> None:
         argv = [sys.executable, "-m", "bloatlab.experiment.responsiveness.client", "--server",

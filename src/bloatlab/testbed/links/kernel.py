@@ -7,6 +7,7 @@ no qdisc does faithfully or what this kernel lacks; bloatlab doctor's table read
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from bloatlab.specs.disciplines import CATALOGUE, MTU_FRAME_BYTES
@@ -129,6 +130,12 @@ def _aqm_needs(queue: QueueSpec, rate_bps: int | None, which: str) -> list[Kerne
         refuse("quantum", f"Linux fq_codel raises a quantum below {FQ_CODEL_MIN_QUANTUM_BYTES} bytes to that",
                f'write a quantum of at least {FQ_CODEL_MIN_QUANTUM_BYTES} or use backend = "userspace"')
     return refusals or [KernelNeed(field, f"a {qdisc} queue", qdisc)]
+
+
+def qdiscs_wanted(links: Iterable[LinkSpec]) -> list[str]:
+    """The qdisc kinds the kernel backend would use for these links: all a run need probe."""
+    return list(dict.fromkeys(need.qdisc for link in links for which in DIRECTIONS
+                              for need in kernel_needs(getattr(link, which), which) if need.qdisc))
 
 
 class KernelBackend(LinkBackend):

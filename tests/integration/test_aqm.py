@@ -1,6 +1,6 @@
 """Active queue management in real namespaces at 10 Mbit/s with a saturating TCP flow: CoDel
 and PIE hold the ping RTT near base + their target, tail drop with 1000 packets lets it climb
-far above, every discipline keeps the link busy, and FQ-CoDel isolates a ping from two bulk
+far above, every discipline (CAKE too, shaping at the link's rate) keeps the link busy, and FQ-CoDel isolates a ping from two bulk
 flows. The `aqm` preset's sweep runs and is compared."""
 
 import csv
@@ -57,7 +57,7 @@ def settled_mbps(run_dir: Path, flow: str = "bulk") -> float:
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
     out = {}
-    for aqm in ("taildrop", "red", "codel", "pie", "fq_codel"):
+    for aqm in ("taildrop", "red", "codel", "pie", "fq_codel", "cake"):
         exp = parse_experiment(spec(aqm), [], base_dir=Path("."), source="test")
         outcome = run_experiment(exp, tmp_path_factory.mktemp("aqm") / aqm, progress=False)
         assert outcome.complete, outcome.reason
@@ -80,11 +80,11 @@ def test_delay_controllers_hold_the_rtt_near_base_plus_target(runs, aqm):
 def test_tail_drop_with_1000_packets_goes_far_above(runs):
     taildrop = statistics.median(settled_rtts(runs["taildrop"].run_dir))
     assert taildrop > 200, f"median {taildrop:.0f} ms: a long tail-drop queue holds hundreds of ms"
-    for aqm in ("red", "codel", "pie", "fq_codel"):
+    for aqm in ("red", "codel", "pie", "fq_codel", "cake"):
         assert statistics.median(settled_rtts(runs[aqm].run_dir)) < taildrop / 4, aqm
 
 
-@pytest.mark.parametrize("aqm", ["taildrop", "red", "codel", "pie", "fq_codel"])
+@pytest.mark.parametrize("aqm", ["taildrop", "red", "codel", "pie", "fq_codel", "cake"])
 def test_goodput_stays_at_90_percent_of_capacity(runs, aqm):
     assert settled_mbps(runs[aqm].run_dir) >= 0.9 * PAYLOAD_MBPS
 
@@ -116,10 +116,10 @@ def test_fq_codel_isolates_a_ping_from_two_bulk_flows(tmp_path):
 
 
 def test_the_aqm_preset_sweeps_every_discipline():
-    assert sweep_axes("aqm", None, ["duration=5s"], []) == [("aqm", ["taildrop", "red", "codel", "pie", "fq_codel"])]
+    assert sweep_axes("aqm", None, ["duration=5s"], []) == [("aqm", ["taildrop", "red", "codel", "pie", "fq_codel", "cake"])]
     assert sweep_axes("aqm", None, ["aqm=codel"], []) == []
     assert sweep_axes("aqm", None, [], ["maxq=20,100"]) == [("maxq", ["20", "100"]),
-                                                          ("aqm", ["taildrop", "red", "codel", "pie", "fq_codel"])]
+                                                          ("aqm", ["taildrop", "red", "codel", "pie", "fq_codel", "cake"])]
 
 
 def test_run_sweeps_from_the_command_line(tmp_path):

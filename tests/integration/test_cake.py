@@ -1,8 +1,13 @@
-"""CAKE in real namespaces: a 10 Mbit/s bottleneck between two switches, host A (h1) with one
-UDP flow to h3 against host B (h2) with eight to h4, 28 Mbit/s offered in all. Under
-triple-isolate each host gets half; per flow, A gets a ninth. A ping from A stays near the base
-RTT through the overload. UDP, not TCP: isolation is the scheduler's work, and unresponsive
-flows keep every queue backlogged, so nothing but the scheduler decides the shares."""
+"""CAKE in real namespaces.
+
+Host isolation: a 10 Mbit/s bottleneck between two switches, host A (h1) with one UDP flow to
+h3 against host B (h2) with eight to h4, 28 Mbit/s offered in all. Under triple-isolate each
+host gets half; per flow, A gets a ninth. A ping from A stays near the base RTT through the
+overload. UDP, not TCP: isolation is the scheduler's work, and unresponsive flows keep every
+queue backlogged, so nothing but the scheduler decides the shares. The host-isolation preset
+does the same with TCP.
+
+Tins: RRUL through diffserv4, with its own marks and with only its EF probe marked."""
 
 import statistics
 from pathlib import Path
@@ -11,7 +16,7 @@ import pytest
 
 from bloatlab.lab.run import run_experiment
 from bloatlab.results.reader import load_run
-from bloatlab.specs.experiment import parse_experiment
+from bloatlab.specs.experiment import load_preset, parse_experiment
 
 pytestmark = pytest.mark.netns
 
@@ -100,3 +105,59 @@ def test_each_tin_is_in_the_results_and_the_report(runs):
     assert best_effort["peak_delay_ms"] >= best_effort["avg_delay_ms"] > 100, best_effort
     page = (run.path / "report.html").read_text()
     assert "Tins of s0-&gt;s1" in page and "Best Effort" in page
+
+
+# RRUL through diffserv4 ---------------------------------------------------------------------
+
+RRUL = ["aqm=cake", "diffserv=diffserv4", "duration=14s", "idle=2s", "cc=cubic"]
+RRUL_BE = [*RRUL, "mark_bk=BE", "mark_cs5=BE", "mark_ef=BE"]  # Flent's rrul_be: only the EF probe marked
+
+
+@pytest.fixture(scope="module")
+def rrul_runs(tmp_path_factory):
+    out = {}
+    for name, sets in (("rrul", RRUL), ("rrul_be", RRUL_BE)):
+        outcome = run_experiment(load_preset("rrul", sets), tmp_path_factory.mktemp("rrul") / name, progress=False)
+        assert outcome.complete, outcome.reason
+        out[name] = load_run(outcome.run_dir)
+    return out
+
+
+def test_with_only_the_probe_in_it_the_voice_tin_waits_less_than_best_effort(rrul_runs):
+    """diffserv4's Voice tin within its quarter of the link is chosen first: its frames wait
+    less than Best Effort's, which hold every bulk flow."""
+    for direction in ("s0->h2", "h2->s0"):
+        tins = rrul_runs["rrul_be"].summary["tins"][direction]
+        voice, best = tins["Voice"], tins["Best Effort"]
+        assert voice["packets"] > 100 and voice["bulk_flows"] == 0, voice  # the irtt probe alone
+        assert voice["avg_delay_ms"] < best["avg_delay_ms"] / 2, (voice, best)
+        assert voice["peak_delay_ms"] < best["peak_delay_ms"], (voice, best)
+
+
+def test_rrul_marks_hold_the_voice_tin_to_its_quarter_and_its_probe_waits_for_it(rrul_runs):
+    """RRUL marks two bulk flows each way EF and CS5, both Voice in diffserv4. Over its
+    threshold (a quarter of the link) the tin is served only on its own schedule, as sch_cake
+    chooses tins, so its frames, the EF probe's included, wait longer than Best Effort's."""
+    run = rrul_runs["rrul"]
+    flows = run.summary["flows"]
+    voice_mbps = flows["up_ef"]["goodput_mbps"] + flows["up_cs5"]["goodput_mbps"]
+    # 2.5 Mbit/s on the wire is 2.39 of TCP payload (1448 of 1514 bytes); slack for the edges of the load.
+    assert 2.0 < voice_mbps < 2.8, voice_mbps
+    assert flows["up_be"]["goodput_mbps"] > 2 * voice_mbps, flows["up_be"]
+    tins = run.summary["tins"]["s0->h2"]
+    assert tins["Voice"]["avg_delay_ms"] > tins["Best Effort"]["avg_delay_ms"], tins
+
+
+def test_the_host_isolation_preset_shows_cakes_host_fairness_with_tcp(tmp_path):
+    """The preset's two points: per flow, host a's one TCP flow gets about a ninth; under
+    triple-isolate about half (a few points less with TCP: docs/queues.md)."""
+    share = {}
+    for mode in ("flows", "triple-isolate"):
+        exp = load_preset("host-isolation", [f"isolation={mode}", "duration=12s"])
+        outcome = run_experiment(exp, tmp_path / mode, progress=False)
+        assert outcome.complete, outcome.reason
+        flows = outcome.summary["flows"]
+        b = sum(flows[f"b{k}"]["goodput_mbps"] for k in range(1, 9))
+        share[mode] = flows["a"]["goodput_mbps"] / (flows["a"]["goodput_mbps"] + b)
+    assert abs(share["flows"] - 1 / 9) < 0.04, share
+    assert 0.36 < share["triple-isolate"] < 0.56, share

@@ -147,3 +147,15 @@ def test_a_stop_signal_ends_the_simulation_and_keeps_the_run_marked_incomplete(c
     assert meta["complete"] is False and meta["incomplete_reason"] == "interrupted"
     left = subprocess.run(["pgrep", "-f", "bloatlab-ns3 .*" + str(out)], capture_output=True, text=True).stdout
     assert not left.strip(), left
+
+
+def test_a_simulated_sweep_names_the_point_ns3_cannot_model_before_running_any(tmp_path):
+    """The aqm preset sweeps cake too, which ns-3 lacks: the sweep refuses at once, naming the
+    point, rather than after the points before it have run."""
+    result = subprocess.run([sys.executable, "-m", "bloatlab", "run", "--preset", "aqm", "--backend", "ns3",
+                             "--set", "duration=2s", "--out", str(tmp_path / "s"), "--quiet"],
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2, result.stderr
+    error = result.stderr.strip().splitlines()[-1]
+    assert "no cake queue disc" in error and "(at aqm=cake)" in error and "--sweep" in error, result.stderr
+    assert not (tmp_path / "s").exists()

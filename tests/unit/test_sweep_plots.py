@@ -147,3 +147,18 @@ def test_a_directory_without_sweep_json_is_an_error(tmp_path):
     with pytest.raises(BloatlabError, match="no sweep.json") as error:
         plot_sweep(tmp_path)
     assert error.value.field == "DIR"
+
+
+def test_fetch_csv_without_rows_is_no_warning_but_all_failed_is(make_sweep):
+    """A run without a web workload still writes series/fetch.csv, header only: nothing to draw
+    and nothing to warn of. Fetches that were made and all failed are worth a warning."""
+    out = make_sweep(axes=(("aqm", ("taildrop", "codel")),), web=False)
+    files = sorted(out.glob("*/rep*/series"))
+    for series in files:
+        (series / "fetch.csv").write_text("t_s,seconds,workload,ok\n")
+    drawn, built = figures_of(out)
+    assert built.warnings == [] and "compare-fetch-box" not in drawn
+    for series in files:
+        (series / "fetch.csv").write_text("t_s,seconds,workload,ok\n1.0,,web,0\n")
+    drawn, built = figures_of(out)
+    assert built.warnings == ["compare-fetch: no successful web fetch in any run"]

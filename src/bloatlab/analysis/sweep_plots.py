@@ -215,7 +215,8 @@ def _fetch_figures(sweep: Sweep, result: SweepFigures) -> None:
         result.skipped.append("compare-fetch-box, compare-fetch-cdf: no complete run has series/fetch.csv")
         return
     if not any(len(s) for s in seconds):
-        result.warnings.append("compare-fetch: no successful web fetch in any run")
+        if any(failed):  # fetches were made and all failed: worth a warning; none made (no web workload) is not
+            result.warnings.append("compare-fetch: no successful web fetch in any run")
         result.skipped.append("compare-fetch-box, compare-fetch-cdf: no successful web fetch")
         return
     ticks = [f"{len(s)} ok" + (f", {f} failed" if f else "") + f"\n{n} run{'s' if n != 1 else ''}"

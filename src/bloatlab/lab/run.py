@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from bloatlab.analysis.summary import headline
 from bloatlab import proc
-from bloatlab.errors import BloatlabError, MachineError
+from bloatlab.errors import BloatlabError, MachineError, SpecError
 from bloatlab.experiment.clock import Clock
 from bloatlab.experiment.probes import QueueSource, RunProbes, choose_tcp_probe
 from bloatlab.experiment.record import Collected, QueueMeasure, RunRecord
@@ -365,6 +365,8 @@ def sweep_experiment(plan: SweepPlan, out: Path, *, repeat: int, resume: bool = 
         return RunResult(outcome.complete, outcome.summary, outcome.reason, outcome.warnings, outcome.interrupted)
 
     first = plan.first
+    if first.backend == "ns3":
+        _check_simulated(plan)
     if first.backend == "ns3" and (executor is None or isinstance(executor, LocalExecutor)):
         from bloatlab.sim.driver import build as build_driver
 
@@ -375,3 +377,18 @@ def sweep_experiment(plan: SweepPlan, out: Path, *, repeat: int, resume: bool = 
                      run_one=run_one, estimate_s=first.duration_s + RUN_OVERHEAD_S, headline=headline,
                      finish=functools.partial(finish_sweep, svg=svg), executor=executor, resume=resume,
                      progress=progress, command=command, fingerprint=plan.source.fingerprint())
+
+
+def _check_simulated(plan: SweepPlan) -> None:
+    """Every point of a simulated sweep against what ns-3 can model, before the first runs: a
+    point it cannot (aqm=cake) is named, not met halfway through."""
+    from bloatlab.sim.scenario import check
+
+    names = [name for name, _ in plan.axes]
+    for typed, point in plan.points.items():
+        try:
+            check(plan.load(dict(zip(names, typed)), 1))
+        except SpecError as e:
+            label = " ".join(f"{k}={v}" for k, v in point.items())
+            raise SpecError(f"{e.message} (at {label}); leave that value out of --sweep, or run it emulated",
+                            field=e.field) from None

@@ -174,9 +174,10 @@ def test_cake_defaults_and_settings():
     q = QueueSpec("cake", 10240, None, {"bandwidth_bps": 0, "diffserv": "diffserv4", "flow_mode": "dual-dsthost",
                                         "overhead": 18, "mpu": 64, "framing": "atm", "wash": True,
                                         "memory_limit_bytes": 1_000_000, "target_ns": 10_000_000,
-                                        "interval_ns": 200_000_000})
+                                        "interval_ns": 200_000_000, "ack_filter": "aggressive"})
     assert leaf(q) == ["cake", "bandwidth", "unlimited", "diffserv4", "dual-dsthost", "rtt", "200000us",
-                       "overhead", "18", "mpu", "64", "atm", "wash", "no-ack-filter", "memlimit", "1000000"]
+                       "overhead", "18", "mpu", "64", "atm", "wash", "ack-filter-aggressive", "memlimit", "1000000"]
+    assert "ack-filter" in leaf(QueueSpec("cake", 10240, None, {"ack_filter": "conservative"}))
 
 
 def test_the_kernel_backend_refuses_what_tcs_cake_cannot_set():

@@ -48,12 +48,14 @@ def test_run_json_gives_back_the_experiment_and_the_record_that_wrote_it(preset)
 def test_cakes_tins_go_into_the_summary_by_direction_and_name():
     experiment = load_preset("cs244", ["duration=10s"])
     tin = {"name": "Voice", "threshold_bps": 2_500_000, "target_us": 5000, "interval_us": 100000, "flow_quantum": 300,
-           "packets": 120, "bytes": 180_000, "backlog_bytes": 0, "drops": 3, "marks": 1, "way_indirect_hits": 0,
+           "packets": 120, "bytes": 180_000, "backlog_bytes": 0, "drops": 3, "ack_drops": 7, "marks": 1,
+           "way_indirect_hits": 0,
            "way_misses": 2, "way_collisions": 0, "peak_delay_us": 2500, "avg_delay_us": 800, "base_delay_us": 40,
            "sparse_flows": 1, "bulk_flows": 0, "unresponsive_flows": 0, "max_len": 1514}
     record = RunRecord(experiment, datapath_stats={"s0->h2": {"tins": [tin]}, "h2->s0": {}})
     assert summary(record)["tins"] == {"s0->h2": {"Voice": {
-        "threshold_mbps": 2.5, "packets": 120, "bytes": 180_000, "drops": 3, "marks": 1, "avg_delay_ms": 0.8,
+        "threshold_mbps": 2.5, "packets": 120, "bytes": 180_000, "drops": 3, "ack_drops": 7, "marks": 1,
+        "avg_delay_ms": 0.8,
         "peak_delay_ms": 2.5, "base_delay_ms": 0.04, "sparse_flows": 1, "bulk_flows": 0, "unresponsive_flows": 0,
         "way_indirect_hits": 0, "way_misses": 2, "way_collisions": 0}}}
     assert "tins" not in summary(RunRecord(experiment))

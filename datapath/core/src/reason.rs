@@ -31,10 +31,12 @@ pub enum DropReason {
     Blue = 12,
     /// CAKE over its buffer: the head of the fattest flow, of any tin.
     CakeOverflow = 13,
+    /// CAKE's ACK filter: a pure TCP ACK that a later one in its flow's queue makes redundant.
+    AckFilter = 14,
 }
 
 impl DropReason {
-    pub const ALL: [DropReason; 13] = [
+    pub const ALL: [DropReason; 14] = [
         DropReason::Loss,
         DropReason::QueueFull,
         DropReason::HeadDrop,
@@ -48,6 +50,7 @@ impl DropReason {
         DropReason::Cobalt,
         DropReason::Blue,
         DropReason::CakeOverflow,
+        DropReason::AckFilter,
     ];
     pub const COUNT: usize = Self::ALL.len();
 
@@ -66,6 +69,7 @@ impl DropReason {
             DropReason::Cobalt => "cobalt",
             DropReason::Blue => "blue",
             DropReason::CakeOverflow => "cake_overflow",
+            DropReason::AckFilter => "ack_filter",
         }
     }
     pub fn index(self) -> usize {

@@ -208,6 +208,66 @@ fn ports(h: &mut Mix, frame: &[u8], l4: usize, proto: u8) {
     }
 }
 
+/// TCP flags, as the 16 bits at offset 12 of the header hold them (with the data offset).
+pub const TCP_FIN: u16 = 0x0001;
+pub const TCP_SYN: u16 = 0x0002;
+pub const TCP_ACK: u16 = 0x0010;
+pub const TCP_ECE: u16 = 0x0040;
+pub const TCP_CWR: u16 = 0x0080;
+
+/// The fields of a TCP segment that CAKE's ACK filter compares.
+#[derive(Clone, Copy, Debug)]
+pub struct TcpSegment<'a> {
+    pub v6: bool,
+    /// Source then destination address (8 or 32 bytes).
+    pub addrs: &'a [u8],
+    /// Source then destination port.
+    pub ports: [u8; 4],
+    pub ack: u32,
+    /// Data offset, reserved bits and flags (the TCP_* constants).
+    pub flags: u16,
+    /// The options, all of them (the header is whole in the frame).
+    pub options: &'a [u8],
+    /// Bytes of data after the TCP header, by the IP header's length (negative if it lies).
+    pub data_len: i64,
+}
+
+/// The frame's TCP segment over IPv4 or IPv6 (no extension headers), if its whole TCP header
+/// is in the frame.
+pub fn tcp_segment(frame: &[u8]) -> Option<TcpSegment<'_>> {
+    let (v6, l4, addrs, ip_payload) = match l3(frame)? {
+        L3::V4(ip) => {
+            let ihl = ((frame[ip] & 0x0F) as usize) * 4;
+            if frame[ip + 9] != IPPROTO_TCP || ihl < 20 {
+                return None;
+            }
+            (false, ip + ihl, &frame[ip + 12..ip + 20], be16(frame, ip + 2) as i64 - ihl as i64)
+        }
+        L3::V6(ip) => {
+            if frame[ip + 6] != IPPROTO_TCP {
+                return None;
+            }
+            (true, ip + 40, &frame[ip + 8..ip + 40], be16(frame, ip + 4) as i64)
+        }
+    };
+    if frame.len() < l4 + 20 {
+        return None;
+    }
+    let header = ((frame[l4 + 12] >> 4) as usize) * 4;
+    if header < 20 || frame.len() < l4 + header {
+        return None;
+    }
+    Some(TcpSegment {
+        v6,
+        addrs,
+        ports: [frame[l4], frame[l4 + 1], frame[l4 + 2], frame[l4 + 3]],
+        ack: u32::from_be_bytes([frame[l4 + 8], frame[l4 + 9], frame[l4 + 10], frame[l4 + 11]]),
+        flags: be16(frame, l4 + 12),
+        options: &frame[l4 + 20..l4 + header],
+        data_len: ip_payload - header as i64,
+    })
+}
+
 /// Multiply-xorshift mixing with a splitmix64 finish: fast, and every input bit reaches
 /// every output bit, which is all bucket selection needs.
 struct Mix(u64);

@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 
 use bloatlab_core::pipeline::DEFAULT_MAX_FRAME_BYTES;
-use bloatlab_core::qdisc::{CakeParams, CodelParams, DiffservMode, FlowMode, FqCodelParams, Framing, Limit, PieParams, QueueConfig, RedParams};
+use bloatlab_core::qdisc::{AckFilter, CakeParams, CodelParams, DiffservMode, FlowMode, FqCodelParams, Framing, Limit, PieParams, QueueConfig, RedParams};
 use bloatlab_core::rate::{Rate, Trace};
 use bloatlab_core::{DirectionConfig, DropReason, Duration, MarkReason};
 use serde::Deserialize;
@@ -140,6 +140,7 @@ pub struct QueueJson {
     mpu: Option<u32>,
     framing: Option<String>,
     wash: Option<bool>,
+    ack_filter: Option<String>,
 }
 
 impl QueueJson {
@@ -187,6 +188,7 @@ impl QueueJson {
             ("mpu", self.mpu.is_some()),
             ("framing", self.framing.is_some()),
             ("wash", self.wash.is_some()),
+            ("ack_filter", self.ack_filter.is_some()),
         ]
         .into_iter()
         .filter_map(|(k, set)| set.then_some(k))
@@ -256,6 +258,7 @@ impl QueueJson {
                         framing: choice(&self.framing, "framing", d.framing, Framing::from_name, &["none", "atm", "ptm"])?,
                         wash: self.wash.unwrap_or(d.wash),
                         memory_limit_bytes: self.memory_limit_bytes,
+                        ack_filter: choice(&self.ack_filter, "ack_filter", d.ack_filter, AckFilter::from_name, &AckFilter::ALL.map(AckFilter::name))?,
                         mtu_bytes: self.mtu_bytes.unwrap_or(d.mtu_bytes),
                     },
                 )
@@ -330,7 +333,7 @@ pub fn discipline_defaults(discipline: &str) -> Option<Map<String, Value>> {
             json!({"bandwidth_bps": null, "diffserv": d.diffserv.name(), "flow_mode": d.flow_mode.name(),
                    "target_ns": d.target.nanos(), "interval_ns": d.interval.nanos(), "overhead": d.overhead,
                    "mpu": d.mpu, "framing": d.framing.name(), "wash": d.wash, "memory_limit_bytes": d.memory_limit_bytes,
-                   "mtu_bytes": d.mtu_bytes})
+                   "ack_filter": d.ack_filter.name(), "mtu_bytes": d.mtu_bytes})
         }
         "pie" => {
             let d = PieParams::default();

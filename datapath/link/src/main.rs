@@ -149,7 +149,7 @@ fn tin_json(t: &TinReport) -> Value {
     let us = |d: bloatlab_core::Duration| d.nanos() / 1000;
     json!({"name": t.name, "threshold_bps": t.threshold_bps, "target_us": us(t.target), "interval_us": us(t.interval),
            "flow_quantum": t.flow_quantum, "packets": s.packets, "bytes": s.bytes, "backlog_bytes": s.backlog_bytes,
-           "drops": s.drops, "marks": s.marks, "way_indirect_hits": s.way_indirect_hits,
+           "drops": s.drops, "ack_drops": s.ack_drops, "marks": s.marks, "way_indirect_hits": s.way_indirect_hits,
            "way_misses": s.way_misses, "way_collisions": s.way_collisions, "peak_delay_us": us(s.peak_delay),
            "avg_delay_us": us(s.avg_delay), "base_delay_us": us(s.base_delay), "sparse_flows": s.sparse_flows,
            "bulk_flows": s.bulk_flows, "unresponsive_flows": s.unresponsive_flows, "max_len": s.max_len})

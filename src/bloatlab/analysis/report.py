@@ -347,9 +347,10 @@ def _run_report(run_dir: Path, drawn: plots.PlotResult | None = None) -> str:
         sections.append("<p class=\"bad\">summary.json has no numbers.</p>")
     for direction, tins in (summary or {}).get("tins", {}).items():
         sections.append(f"<h3>Tins of {_e(direction)}</h3>" + _table(
-            ["tin", "threshold Mbit/s", "packets", "drops", "marks", "avg delay ms", "peak delay ms",
+            ["tin", "threshold Mbit/s", "packets", "drops", "ack drops", "marks", "avg delay ms", "peak delay ms",
              "sparse delay ms", "sparse flows", "bulk flows", "unresponsive flows"],
-            [(name, _number(t.get("threshold_mbps")), *(_count(t.get(k)) for k in ("packets", "drops", "marks")),
+            [(name, _number(t.get("threshold_mbps")),
+              *(_count(t.get(k)) for k in ("packets", "drops", "ack_drops", "marks")),
               *(_number(t.get(k)) for k in ("avg_delay_ms", "peak_delay_ms", "base_delay_ms")),
               *(_count(t.get(k)) for k in ("sparse_flows", "bulk_flows", "unresponsive_flows")))
              for name, t in tins.items()], numeric_from=1))

@@ -223,6 +223,10 @@ CATALOGUE: dict[str, Discipline] = {d.name: d for d in (
                          "bytes the flows may hold together; over it the fattest flow loses its head packet",
                          "Linux `sch_cake`",
                          derived="four intervals at the bandwidth, at least 4 MiB, at most packets x 1514 bytes"),
+                   Param("ack_filter", "ack_filter", "choice", "off",
+                         "drop a queued pure TCP ACK that a newer one of its flow makes redundant: conservative "
+                         "when two wait, aggressive also when one waits right before it", "Linux `sch_cake`",
+                         choices=("off", "conservative", "aggressive")),
                    _mtu("Linux `sch_cake` (`psched_mtu`)"),
                )),
 )}

@@ -16,7 +16,7 @@ mod red;
 #[cfg(test)]
 mod testkit;
 
-pub use cake::{Cake, CakeParams, DiffservMode, FlowMode, Framing, TinReport, TinStats};
+pub use cake::{AckFilter, Cake, CakeParams, DiffservMode, FlowMode, Framing, TinReport, TinStats};
 pub use codel::{Codel, CodelParams};
 pub use fifo::{Fifo, Limit, Overflow};
 pub use fq_codel::{FqCodel, FqCodelParams};

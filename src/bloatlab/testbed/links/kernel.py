@@ -262,7 +262,8 @@ def _aqm_qdisc(q: QueueSpec, rate_bps: int | None) -> list[str]:
                 *(["raw"] if p["overhead"] is None else ["overhead", str(p["overhead"])]),
                 *(["mpu", str(p["mpu"])] if p["mpu"] else []),
                 {"none": "noatm", "atm": "atm", "ptm": "ptm"}[p["framing"]], "wash" if p["wash"] else "nowash",
-                "no-ack-filter"]
+                {"off": "no-ack-filter", "conservative": "ack-filter", "aggressive": "ack-filter-aggressive"}[
+                    p["ack_filter"]]]
         return args + (["memlimit", str(p["memory_limit_bytes"])] if p["memory_limit_bytes"] else [])
     if q.discipline == "pie":
         args = ["pie", "limit", str(q.packets), "target", _tc_time(p["target_ns"]),

@@ -8,16 +8,19 @@
 //!   - the buffer: over its limit, the fattest flow of any tin loses its head packet, and
 //!     BLUE in that flow steps up;
 //!   - the shaper: `bandwidth` paces departures by each packet's length on the wire below
-//!     (overhead, mpu, ATM or PTM framing); 0 leaves the pace to the link.
+//!     (overhead, mpu, ATM or PTM framing); 0 leaves the pace to the link;
+//!   - the ACK filter (acks.rs): a TCP ACK joining a flow drops an older one it makes redundant.
 //!
-//! Not modelled: the ACK filter, ingress and autorate modes, NAT lookups, GSO splitting.
+//! Not modelled: ingress and autorate modes, NAT lookups, GSO splitting.
 
+mod acks;
 mod cobalt;
 mod tins;
 mod ways;
 
 use std::collections::VecDeque;
 
+pub use acks::AckFilter;
 pub use cobalt::{CobaltParams, CobaltVars, Signal};
 pub use tins::{DiffservMode, FlowMode, TinShare};
 
@@ -79,6 +82,8 @@ pub struct CakeParams {
     pub wash: bool,
     /// Bytes the flows may hold together; None derives it from the rate. Default None.
     pub memory_limit_bytes: Option<u64>,
+    /// Drop TCP ACKs that a later one in their flow makes redundant. Default off.
+    pub ack_filter: AckFilter,
     /// The link's MTU with its header: the quantum's ceiling and the unit of the target's floor.
     pub mtu_bytes: u32,
 }
@@ -96,6 +101,7 @@ impl Default for CakeParams {
             framing: Framing::None,
             wash: false,
             memory_limit_bytes: None,
+            ack_filter: AckFilter::Off,
             mtu_bytes: 1514,
         }
     }
@@ -171,6 +177,8 @@ pub struct TinStats {
     pub backlog_bytes: u64,
     /// Dropped by COBALT or to make room.
     pub drops: u64,
+    /// Dropped by the ACK filter (not among `drops`, as Linux counts them).
+    pub ack_drops: u64,
     pub marks: u64,
     /// Found in their set but not at their own slot; took a free way; shared a taken one.
     pub way_indirect_hits: u64,
@@ -587,6 +595,19 @@ impl QueueDisc for Cake {
         f.backlog += len;
         self.pkts += 1;
         self.bytes += len;
+        if self.p.ack_filter != AckFilter::Off {
+            let aggressive = self.p.ack_filter == AckFilter::Aggressive;
+            if let Some(ack) = acks::redundant_ack(&f.q, aggressive).and_then(|i| f.q.remove(i)) {
+                // Its place in the queue goes with it: the newest ACK says all it said.
+                let gone = ack.len();
+                f.backlog -= gone;
+                t.backlog -= gone;
+                self.pkts -= 1;
+                self.bytes -= gone;
+                t.stats.ack_drops += 1;
+                out.drop(ack, DropReason::AckFilter);
+            }
+        }
         match f.set {
             Set::None | Set::Decaying => {
                 if f.set == Set::Decaying {

@@ -214,3 +214,33 @@ def test_the_ack_filter_thins_a_slow_ack_path_and_frees_the_download(ack_runs, a
     ack_paced = 250e3 / (66 * 8) * 2 * 1448 * 8 / 1e6
     assert 0.9 * ack_paced < goodput["off"] < 1.15 * ack_paced, goodput
     assert goodput[ack_filter] > 0.85 * 20 * 1448 / 1514, goodput
+
+
+# Against the kernel's sch_cake, where the machine has it -----------------------------------------
+
+def test_the_kernels_cake_and_ours_share_the_bottleneck_alike(tmp_path):
+    """The host-isolation traffic through the kernel's cake (tc) and through bloatlab's, on the
+    same bottleneck without delay (netem would take the kernel's queue over): host A's share
+    within 0.05 of each other, and the ping held near the base RTT by both."""
+    from bloatlab.testbed.capabilities import kernel_qdiscs
+
+    if not kernel_qdiscs(["cake"])["cake"]:
+        pytest.skip("this kernel has no sch_cake (bloatlab doctor: queue_cake), so there is nothing to compare "
+                    "bloatlab's cake with here")
+    shares, pings = {}, {}
+    for backend in ("kernel", "userspace"):
+        doc = spec("triple-isolate")
+        bottleneck = doc["topology"]["links"][2]
+        del bottleneck["delay"]
+        bottleneck["backend"] = backend
+        doc["name"] = f"cake-{backend}"
+        exp = parse_experiment(doc, [], base_dir=Path("."), source="test")
+        outcome = run_experiment(exp, tmp_path / backend, progress=False)
+        assert outcome.complete, outcome.reason
+        run = load_run(outcome.run_dir)
+        assert run.meta["links"][2]["backend"] == backend
+        shares[backend] = host_a_share(run)
+        rtts = run.series("ping")
+        pings[backend] = statistics.median(rtts[rtts["t_s"] > SETTLE_S]["rtt_ms"].tolist())
+    assert abs(shares["kernel"] - shares["userspace"]) <= 0.05, shares
+    assert all(ms < 3.0 for ms in pings.values()), pings  # a frame or two in service at 10 Mbit/s

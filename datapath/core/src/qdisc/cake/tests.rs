@@ -76,6 +76,41 @@ fn named_codepoints_land_in_linux_tins() {
     }
 }
 
+/// All 64 codepoints of each mode against sch_cake's classes as its comments name them
+/// (written from the class lists, not from the tables tins.rs holds).
+#[test]
+fn every_codepoint_goes_where_the_kernels_classes_say() {
+    use DiffservMode::*;
+    const LE: u8 = 1;
+    const TOS2: u8 = 2;
+    const TOS4: u8 = 4;
+    const CS: [u8; 8] = [0, 8, 16, 24, 32, 40, 48, 56];
+    let af = |class: u8| [class * 8 + 2, class * 8 + 4, class * 8 + 6];
+    let (va, ef) = (44u8, 46u8);
+    // (mode, [(tin, codepoints)], the tin of every other codepoint)
+    let d3 = vec![(2, vec![CS[7], CS[6], ef, va, TOS4]), (1, vec![LE, CS[1]])];
+    let d4 = vec![
+        (3, vec![CS[7], CS[6], ef, va, CS[5], CS[4]]),
+        (2, [af(4), af(3), af(2)].concat().into_iter().chain([CS[3], TOS4, CS[2]]).collect()),
+        (1, vec![LE, CS[1]]),
+    ];
+    let d8 = vec![
+        (7, vec![CS[6], CS[7]]),
+        (6, vec![ef, va, CS[5], CS[4]]),
+        (5, vec![CS[2]]),
+        (4, af(2).into_iter().chain([TOS4]).collect()),
+        (3, [af(4), af(3)].concat().into_iter().chain([CS[3]]).collect()),
+        (1, af(1).into_iter().chain([TOS2, CS[1]]).collect()),
+        (0, vec![LE]),
+    ];
+    for (mode, classes, rest) in [(Diffserv3, d3, 0), (Diffserv4, d4, 0), (Diffserv8, d8, 2)] {
+        for d in 0..64u8 {
+            let want = classes.iter().find(|(_, points)| points.contains(&d)).map_or(rest, |&(tin, _)| tin);
+            assert_eq!(mode.tin_of(d), want, "{mode:?} dscp {d}");
+        }
+    }
+}
+
 #[test]
 fn tins_get_linux_thresholds_quanta_and_targets() {
     // tc-cake(8)'s example: 100 Mbit/s, diffserv3, listed bulk, best effort, voice.

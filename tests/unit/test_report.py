@@ -105,3 +105,24 @@ def test_a_grade_without_an_idle_latency_says_why_not_plus_nothing():
     some = {"bufferbloat": {"idle_ms": 20.0, "loaded_ms": 150.0, "increase_ms": 130.0, "grade": "C"}}
     assert dict(summary_lines(some))["bufferbloat grade"] == "C (+130.0 ms)"
     assert "grade C (+130 ms under load)" in headline(some)
+
+
+def test_cakes_tins_are_a_table_as_tc_shows_them(make_run):
+    """A column per tin, a row per figure (ack drops and way counters included)."""
+    import json
+
+    run = make_run()
+    summary = json.loads((run / "summary.json").read_text())
+    tin = {"threshold_mbps": 2.5, "target_ms": 5.0, "interval_ms": 100.0, "packets": 120, "bytes": 180_000,
+           "backlog_bytes": 3028, "drops": 3, "ack_drops": 47, "marks": 1, "avg_delay_ms": 0.8,
+           "peak_delay_ms": 2.5, "base_delay_ms": 0.04, "sparse_flows": 1, "bulk_flows": 2, "unresponsive_flows": 0,
+           "way_indirect_hits": 5, "way_misses": 9, "way_collisions": 0}
+    summary["tins"] = {"s0->h2": {"Bulk": {**tin, "threshold_mbps": 0.625}, "Best Effort": tin}}
+    (run / "summary.json").write_text(json.dumps(summary))
+    page = write_report(run).read_text()
+    table = page.split("<h3>Tins of s0-&gt;h2</h3>")[1].split("</table>")[0]
+    assert "<th></th><th>Bulk</th><th>Best Effort</th>" in table
+    assert '<td>ack drops</td><td class="num">47</td><td class="num">47</td>' in table
+    assert '<td>threshold Mbit/s</td><td class="num">0.625</td><td class="num">2.50</td>' in table
+    for row in ("target ms", "interval ms", "backlog bytes", "way misses", "way collisions", "sparse delay ms"):
+        assert f"<td>{row}</td>" in table, row

@@ -54,8 +54,8 @@ def test_cakes_tins_go_into_the_summary_by_direction_and_name():
            "sparse_flows": 1, "bulk_flows": 0, "unresponsive_flows": 0, "max_len": 1514}
     record = RunRecord(experiment, datapath_stats={"s0->h2": {"tins": [tin]}, "h2->s0": {}})
     assert summary(record)["tins"] == {"s0->h2": {"Voice": {
-        "threshold_mbps": 2.5, "packets": 120, "bytes": 180_000, "drops": 3, "ack_drops": 7, "marks": 1,
-        "avg_delay_ms": 0.8,
+        "threshold_mbps": 2.5, "target_ms": 5.0, "interval_ms": 100.0, "packets": 120, "bytes": 180_000,
+        "backlog_bytes": 0, "drops": 3, "ack_drops": 7, "marks": 1, "avg_delay_ms": 0.8,
         "peak_delay_ms": 2.5, "base_delay_ms": 0.04, "sparse_flows": 1, "bulk_flows": 0, "unresponsive_flows": 0,
         "way_indirect_hits": 0, "way_misses": 2, "way_collisions": 0}}}
     assert "tins" not in summary(RunRecord(experiment))

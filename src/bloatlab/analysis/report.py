@@ -16,7 +16,7 @@ import io
 import json
 import math
 import struct
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -152,6 +152,29 @@ def _number(value: Any, like: float | None = None) -> str:
     size = abs(like if isinstance(like, (int, float)) and math.isfinite(like) else value)
     decimals = 0 if size >= 100 else 1 if size >= 10 else 2 if size >= 1 else 3
     return f"{value:.{decimals}f}"
+
+
+# The rows of a cake queue's tin table: label, key in summary.json's tins, format.
+TIN_ROWS: tuple[tuple[str, str, Callable[..., str]], ...] = (
+    ("threshold Mbit/s", "threshold_mbps", _number),
+    ("target ms", "target_ms", _number),
+    ("interval ms", "interval_ms", _number),
+    ("peak delay ms", "peak_delay_ms", _number),
+    ("avg delay ms", "avg_delay_ms", _number),
+    ("sparse delay ms", "base_delay_ms", _number),
+    ("backlog bytes", "backlog_bytes", _count),
+    ("packets", "packets", _count),
+    ("bytes", "bytes", _count),
+    ("drops", "drops", _count),
+    ("ack drops", "ack_drops", _count),
+    ("marks", "marks", _count),
+    ("sparse flows", "sparse_flows", _count),
+    ("bulk flows", "bulk_flows", _count),
+    ("unresponsive flows", "unresponsive_flows", _count),
+    ("way hits (indirect)", "way_indirect_hits", _count),
+    ("way misses", "way_misses", _count),
+    ("way collisions", "way_collisions", _count),
+)
 
 
 def _command(doc: dict[str, Any]) -> str | None:
@@ -346,14 +369,10 @@ def _run_report(run_dir: Path, drawn: plots.PlotResult | None = None) -> str:
     if not lines and not numbers:
         sections.append("<p class=\"bad\">summary.json has no numbers.</p>")
     for direction, tins in (summary or {}).get("tins", {}).items():
+        # As `tc -s qdisc` shows cake: a column per tin, a row per figure.
         sections.append(f"<h3>Tins of {_e(direction)}</h3>" + _table(
-            ["tin", "threshold Mbit/s", "packets", "drops", "ack drops", "marks", "avg delay ms", "peak delay ms",
-             "sparse delay ms", "sparse flows", "bulk flows", "unresponsive flows"],
-            [(name, _number(t.get("threshold_mbps")),
-              *(_count(t.get(k)) for k in ("packets", "drops", "ack_drops", "marks")),
-              *(_number(t.get(k)) for k in ("avg_delay_ms", "peak_delay_ms", "base_delay_ms")),
-              *(_count(t.get(k)) for k in ("sparse_flows", "bulk_flows", "unresponsive_flows")))
-             for name, t in tins.items()], numeric_from=1))
+            ["", *tins],
+            [(label, *(fmt(t.get(key)) for t in tins.values())) for label, key, fmt in TIN_ROWS], numeric_from=1))
     problems = [str(x) for key in ("errors", "warnings") if isinstance(meta.get(key), list) for x in meta[key]]
 
     figures: dict[str, Figure | Path]

@@ -61,8 +61,10 @@ def tins_of(datapath_stats: dict[str, dict[str, Any]]) -> dict[str, dict[str, di
         tins = stats.get("tins") or []
         # ack_drops: absent from the stats of a datapath older than the ACK filter, so none.
         out[direction] = {
-            t["name"]: {"threshold_mbps": t["threshold_bps"] / 1e6, "packets": t["packets"], "bytes": t["bytes"],
-                        "drops": t["drops"], "ack_drops": t.get("ack_drops", 0), "marks": t["marks"],
+            t["name"]: {"threshold_mbps": t["threshold_bps"] / 1e6, "target_ms": t["target_us"] / 1e3,
+                        "interval_ms": t["interval_us"] / 1e3, "packets": t["packets"], "bytes": t["bytes"],
+                        "backlog_bytes": t["backlog_bytes"], "drops": t["drops"],
+                        "ack_drops": t.get("ack_drops", 0), "marks": t["marks"],
                         **{f"{k}_delay_ms": t[f"{k}_delay_us"] / 1e3 for k in ("avg", "peak", "base")},
                         **{k: t[k] for k in ("sparse_flows", "bulk_flows", "unresponsive_flows",
                                              "way_indirect_hits", "way_misses", "way_collisions")}}

@@ -259,3 +259,12 @@ def test_captures_are_link_directions_with_a_snap_length_and_a_limit(tmp_path):
 def test_bad_captures_name_their_field(tmp_path, probes, field, needle):
     error = error_of(tmp_path, SPEC + f"[probes]\n{probes}\n")
     assert error.field == field and needle in error.message, (error.field, error.message)
+
+
+def test_a_dscp_parameter_takes_names_and_codepoints_and_names_itself_when_wrong():
+    marks = {w.name: w.dscp for w in load_preset("rrul", ["mark_ef=34", "mark_cs5=be"]).workloads if isinstance(w, Bulk)}
+    assert marks["up_ef"] == 34 and marks["down_cs5"] == 0 and marks["up_bk"] == 8
+    for bad in ("XX", "64", "-1"):
+        with pytest.raises(SpecError) as error:
+            load_preset("rrul", [f"mark_ef={bad}"])
+        assert error.value.field == "--set mark_ef" and "is not a DSCP" in error.value.message, bad

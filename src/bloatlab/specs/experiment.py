@@ -336,8 +336,11 @@ def check_param(param: Param, value: Any, where: str) -> Any:
         raise SpecError(f"{show(value)} is not an integer", field=where)
     if param.type == "float" and (not isinstance(value, (int, float)) or isinstance(value, bool)):
         raise SpecError(f"{show(value)} is not a number", field=where)
-    if param.type not in ("int", "float") and not isinstance(value, str):
+    if param.type not in ("int", "float", "dscp") and not isinstance(value, str):
         value = str(value) if param.type in ("string", "size") else value
+    if param.type == "dscp":  # a name ("EF") or a codepoint, which --set gives as text
+        value = int(value) if isinstance(value, str) and value.strip().isdigit() else value
+        parse_dscp(value, where)
     checker = {"rate": parse_rate, "duration": parse_duration_ns, "size": parse_size_bytes,
                "percent": parse_percent}.get(param.type)
     if checker is not None:

@@ -15,7 +15,7 @@ BACKENDS = ("auto", "userspace", "kernel")
 # Where a link's queue sits: "link", between the ends as in a router (both backends); or
 # "sender", on the sending node's own interface as a NIC's queue is (kernel backend only).
 QUEUE_AT = ("link", "sender")
-PARAM_TYPES = ("rate", "duration", "size", "int", "float", "percent", "string")
+PARAM_TYPES = ("rate", "duration", "size", "int", "float", "percent", "dscp", "string")
 WORKLOAD_KINDS = ("bulk", "udp", "ping", "irtt", "web", "responsiveness")
 DIRECTIONS = ("down", "up", "both")  # a responsiveness test's, seen from its client
 TCP_PROBES = ("auto", "tracepoint", "ss", "off")

@@ -207,7 +207,6 @@ def _direction(d: Any) -> list[str]:
     return [rate, delay, jitter, loss, " ".join([str(q.get("discipline", "-")), limit, *extra]).strip()]
 
 
-
 def _links(meta: dict[str, Any]) -> _Html | None:
     links = meta.get("links") or dig(meta, "spec", "topology", "links")
     if not isinstance(links, list) or not links:

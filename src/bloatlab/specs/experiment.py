@@ -177,7 +177,6 @@ def plan_sweep(source: Source, sets: list[str], axes: list[tuple[str, list[str]]
     return SweepPlan(source, list(sets), typed_axes, points, source.load(sets))
 
 
-
 def parse_experiment(data: dict[str, Any], sets: list[str], *, base_dir: Path,
                      preset: str | None = None, source: str | None = None, rep: int = 1,
                      pcap: tuple[str, ...] = (), backend: str | None = None) -> Experiment:

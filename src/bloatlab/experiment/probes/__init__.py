@@ -22,7 +22,6 @@ from bloatlab.experiment.record import QUEUE_NUMBERS, QueueMeasure
 from bloatlab.specs.model import Bulk, Experiment, Web
 
 
-
 def choose_tcp_probe(wanted: str) -> str:
     """The TCP probe a spec's `probes.tcp` asks for, as this machine allows: tracepoint, ss or none."""
     if wanted in ("off", "ss"):

@@ -222,6 +222,8 @@ class Run:
                 self.net.down()  # the datapath flushes its queue logs as it stops
             except Exception as e:
                 errors.append(f"removing network {self.net.name}: {e}")
+        if self.probes is not None:
+            self.probes.finish()
         self.record.ended_at = now()
 
     # Results ----------------------------------------------------------------------------------

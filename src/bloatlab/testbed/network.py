@@ -386,7 +386,7 @@ def _network_namespaces(name: str) -> list[str]:
 
 def _end_processes(namespaces: list[str]) -> list[str]:
     """SIGTERM, then SIGKILL, every process in the namespaces."""
-    processes = [proc.identify(pid) for ns in namespaces if netns.exists(ns) for pid in netns.pids(ns)]
+    processes = [proc.identify(pid) for found in netns.pids_by_namespace(namespaces).values() for pid in found]
     return [f"process {pid}" for pid in proc.terminate(processes)]
 
 

@@ -10,6 +10,7 @@ rows of series/cwnd.csv and series/queue.csv and the summary's queue numbers.
 
 from __future__ import annotations
 
+import threading
 from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
@@ -59,6 +60,7 @@ class RunProbes:
         self.queue_sources = queues  # per probed direction ("s0->h2")
         self.tcp: tcp_probe.TracepointProbe | tcp_probe.SsProbe | None = None
         self.samplers: dict[str, QdiscSampler] = {}
+        self._removing: threading.Thread | None = None
         # Where each probe writes as it goes: read after the run, or after its process was killed.
         self.tcp_path = {"tracepoint": raw_dir / "tcp_probe.txt", "ss": raw_dir / "ss.txt"}.get(tcp_kind)
 
@@ -86,17 +88,37 @@ class RunProbes:
                 self.samplers[name] = QdiscSampler(source.ns, source.iface, self.queue_path(source)).start()
 
     def stop(self, errors: list[str]) -> None:
-        """Stop every probe; what goes wrong is added to `errors`, and the others still stop."""
+        """Stop every probe; what goes wrong is added to `errors`, and the others still stop.
+        The tracepoint's tracefs instance goes in a thread, while the caller tears the network
+        down: finish() waits for it."""
         if self.tcp is not None:
+            tracepoint = isinstance(self.tcp, tcp_probe.TracepointProbe)
             try:
-                self.tcp.stop()
+                self.tcp.stop(remove=False) if tracepoint else self.tcp.stop()
             except Exception as e:
                 errors.append(f"stopping the TCP probe: {e}")
+            if tracepoint:  # whatever stop met: the instance goes
+                self._removing = threading.Thread(target=self._remove_instance, args=(self.tcp, errors),
+                                                  name="tcp-probe-remove")
+                self._removing.start()
         for name, sampler in self.samplers.items():
             try:
                 sampler.stop()
             except Exception as e:
                 errors.append(f"queue sampler of {name}: {e}")
+
+    def finish(self) -> None:
+        """After stop(): return once the tracefs instance is gone (its errors went to stop's list)."""
+        if self._removing is not None:
+            self._removing.join()
+            self._removing = None
+
+    @staticmethod
+    def _remove_instance(probe: tcp_probe.TracepointProbe, errors: list[str]) -> None:
+        try:
+            probe.remove()
+        except Exception as e:
+            errors.append(f"stopping the TCP probe: {e}")
 
     @property
     def tcp_lost_events(self) -> int | None:

@@ -267,9 +267,11 @@ class TracepointProbe:
         except BaseException as e:  # stop() reports it, after removing the instance
             self._error = e
 
-    def stop(self, raise_errors: bool = True) -> None:
+    def stop(self, raise_errors: bool = True, *, remove: bool = True) -> None:
         """Disable the event, drain the ring into the raw file, count what was lost, remove the
-        instance. Safe to call twice and after a failed start; the instance goes in any case."""
+        instance. Safe to call twice and after a failed start; the instance goes in any case.
+        With remove=False the caller removes it with remove(): the kernel takes 25-50 ms to, which
+        it can spend on other work meanwhile."""
         if self._stopped:
             return
         self._stopped = True
@@ -294,10 +296,24 @@ class TracepointProbe:
                 self.lost_events = self._overruns()
             except (OSError, ValueError) as e:
                 errors.append(e)
+            if remove:
+                try:
+                    _remove_instance(self.instance)
+                except OSError as e:
+                    errors.append(e)
+        self._report(errors, raise_errors)
+
+    def remove(self, raise_errors: bool = True) -> None:
+        """The instance removed, after stop(remove=False)."""
+        errors: list[BaseException] = []
+        if self._created:
             try:
                 _remove_instance(self.instance)
             except OSError as e:
                 errors.append(e)
+        self._report(errors, raise_errors)
+
+    def _report(self, errors: list[BaseException], raise_errors: bool) -> None:
         if errors and raise_errors:
             first = errors[0]
             if isinstance(first, BloatlabError):

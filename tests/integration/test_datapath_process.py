@@ -127,8 +127,7 @@ def wire(binary, tmp_path):
         ports = []
         for host, addr, dp_iface in ((a, A_ADDR, "la"), (b, B_ADDR, "lb")):
             netns.veth_pair(host, "eth0", dp, dp_iface)
-            netns.offloads_off(host, "eth0")
-            netns.offloads_off(dp, dp_iface)
+            netns.offloads_off([(host, "eth0"), (dp, dp_iface)])
             netns.ip(dp, "link", "set", dp_iface, "promisc", "on", "up")
             netns.ip(host, "addr", "add", f"{addr}/24", "dev", "eth0")
             netns.ip(host, "link", "set", "eth0", "up")

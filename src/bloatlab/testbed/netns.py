@@ -9,6 +9,8 @@ from __future__ import annotations
 import itertools
 import logging
 import os
+from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
 
 from bloatlab import proc
 from bloatlab.proc import CommandError
@@ -85,7 +87,12 @@ def tc(ns: str, *args: str) -> str:
 
 
 def sysctl(ns: str, key: str, value: str | int) -> None:
-    proc.run(["sysctl", "-qw", f"{key}={value}"], ns=ns)
+    sysctls(ns, {key: value})
+
+
+def sysctls(ns: str, settings: dict[str, str | int]) -> None:
+    """Several sysctls of a namespace in one `sysctl` (each entry into a namespace costs a few ms)."""
+    proc.run(["sysctl", "-qw", *(f"{key}={value}" for key, value in settings.items())], ns=ns)
 
 
 def read_sysctl(ns: str, key: str) -> str:
@@ -109,12 +116,20 @@ def veth_pair(a_ns: str, a_iface: str, b_ns: str, b_iface: str) -> None:
               "peer", "name", b_iface, "netns", b_ns, "index", str(index + 1)])
 
 
-def offloads_off(ns: str, iface: str) -> None:
-    """Turn off segmentation, aggregation and checksum offloads, so queues see real frames.
+def offloads_off(ends: Iterable[tuple[str, str]]) -> None:
+    """Turn off segmentation, aggregation and checksum offloads of each (namespace, interface),
+    so queues see real frames; side by side, as each is an `ethtool` of a few milliseconds.
 
     A feature the driver refuses is logged and skipped: the datapath counts any oversize
     frame that still gets through.
     """
+    ends = list(ends)
+    with ThreadPoolExecutor(max(1, len(ends))) as pool:
+        for done in [pool.submit(_offloads_off, ns, iface) for ns, iface in ends]:
+            done.result()
+
+
+def _offloads_off(ns: str, iface: str) -> None:
     try:
         proc.run(["ethtool", "-K", iface, *(arg for f in OFFLOADS for arg in (f, "off"))], ns=ns)
         return

@@ -316,8 +316,7 @@ class Network:
     def _silence_ipv6(ns: str) -> None:
         # Bridges and datapath ends would otherwise send router solicitations and MLD reports
         # into the links under test. "default" covers interfaces created from now on.
-        for scope in ("all", "default"):
-            netns.sysctl(ns, f"net.ipv6.conf.{scope}.disable_ipv6", 1)
+        netns.sysctls(ns, {f"net.ipv6.conf.{scope}.disable_ipv6": 1 for scope in ("all", "default")})
 
     def _write_etc(self, host: str) -> None:
         etc = ETC_NETNS / namespace(self.name, host)

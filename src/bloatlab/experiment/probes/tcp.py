@@ -13,6 +13,7 @@ the parsers of bloatlab.experiment.parsers. Times are CLOCK_MONOTONIC seconds, a
 from __future__ import annotations
 
 import errno
+import functools
 import logging
 import os
 import re
@@ -69,6 +70,7 @@ def _port_list(ports: Iterable[int]) -> list[int]:
     return ports
 
 
+@functools.lru_cache(maxsize=1024)  # a run has a handful of addresses, in thousands of samples
 def _unmapped(address: str) -> str:
     try:
         ip = ip_address(address)

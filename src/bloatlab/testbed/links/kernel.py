@@ -176,16 +176,16 @@ class KernelBackend(LinkBackend):
     def add_link(self, index: int, link: LinkSpec, a: Port, b: Port) -> None:
         if link.queue_at == "sender":
             netns.veth_pair(a.ns, a.iface, b.ns, b.iface)
-            for port in (a, b):
-                netns.offloads_off(port.ns, port.iface)
+            netns.offloads_off([(a.ns, a.iface), (b.ns, b.iface)])
         else:
             bridge = self.bridge(index)
             netns.ip(self.site.dp_ns, "link", "add", bridge, "type", "bridge")
             netns.ip(self.site.dp_ns, "link", "set", bridge, "up")
-            for node_port, mid in zip((a, b), middle_ifaces(index)):
+            pairs = list(zip((a, b), middle_ifaces(index)))
+            for node_port, mid in pairs:
                 netns.veth_pair(node_port.ns, node_port.iface, self.site.dp_ns, mid)
-                netns.offloads_off(node_port.ns, node_port.iface)
-                netns.offloads_off(self.site.dp_ns, mid)
+            netns.offloads_off([end for port, mid in pairs for end in ((port.ns, port.iface), (self.site.dp_ns, mid))])
+            for _, mid in pairs:
                 netns.ip(self.site.dp_ns, "link", "set", mid, "master", bridge, "up")
         for which, end in (("forward", a), ("reverse", b)):
             direction = getattr(link, which)

@@ -28,10 +28,11 @@ class UserspaceBackend(LinkBackend):
 
     def add_link(self, index: int, link: LinkSpec, a: Port, b: Port) -> None:
         a_dp, b_dp = middle_ifaces(index)
-        for node_port, dp_iface in ((a, a_dp), (b, b_dp)):
+        pairs = [(a, a_dp), (b, b_dp)]
+        for node_port, dp_iface in pairs:
             netns.veth_pair(node_port.ns, node_port.iface, self.site.dp_ns, dp_iface)
-            netns.offloads_off(node_port.ns, node_port.iface)
-            netns.offloads_off(self.site.dp_ns, dp_iface)
+        netns.offloads_off([end for port, mid in pairs for end in ((port.ns, port.iface), (self.site.dp_ns, mid))])
+        for _, dp_iface in pairs:
             # The datapath reads every frame on its ends, whatever the destination MAC.
             netns.ip(self.site.dp_ns, "link", "set", dp_iface, "promisc", "on", "up")
         self.links.append({

@@ -7,6 +7,7 @@ import pytest
 from bloatlab.errors import BloatlabError
 from bloatlab.lab.bench import Case, CaseResult
 from bloatlab.lab.bench_machine import LIMITS, _plan, parse_limits, parse_only, render, verdicts
+from bloatlab.testbed import capabilities
 
 TIMER = {"sleep_ns": 50_000, "count": 2000, "p50_ns": 12_000, "p99_ns": 26_000, "max_ns": 400_000}
 
@@ -57,6 +58,28 @@ def test_udp_is_judged_on_its_worst_rate():
     assert "dropped 8000 datagrams" in t.detail
 
 
+def test_htb_at_the_same_rates_stands_beside_both_shaped_targets():
+    g = 1_000_000_000
+
+    def case(backend, rate, tcp_share, udp_share):
+        cap = rate * 1448 / 1514 / 1e6
+        udp = rate * 1472 / 1514 / 1e6
+        return CaseResult(Case(backend, rate, 0), tcp_goodput_mbps=tcp_share * cap, tcp_capacity_mbps=cap,
+                          udp_received_mbps=udp_share * udp, udp_capacity_mbps=udp)
+    results = [tcp("kernel", 2300), case("userspace", g, 0.98, 0.75), case("userspace", 2 * g, 0.89, 0.25),
+               case("kernel", g, 0.995, 0.9), case("kernel", 2 * g, 0.995, 0.6)]
+    t = judge(results, ["shaped_tcp", "shaped_udp"])
+    # htb's cases are the baseline, never bloatlab's figure: the worst UDP share is the userspace 25%.
+    assert t["shaped_tcp"].figure == "937 Mbit/s at 1 Gbit/s"
+    assert t["shaped_tcp"].detail == ("share of capacity: 1 Gbit/s 98.0%, 2 Gbit/s 89.0%; htb, same queue: "
+                                      "1 Gbit/s 99.5%, 2 Gbit/s 99.5% (highest within 3%: 2 Gbit/s, 0.83 of the bridge)")
+    assert t["shaped_udp"].value == pytest.approx(0.25)
+    assert t["shaped_udp"].baseline == "htb at the same rates: 1 Gbit/s 90.0%, 2 Gbit/s 60.0%"
+    # Without htb (a kernel without it), no baseline is claimed.
+    alone = judge([r for r in results if r.case.backend == "userspace"], ["shaped_udp"])["shaped_udp"]
+    assert alone.baseline == "each rate's capacity"
+
+
 def test_delay_targets_are_judged_against_the_veth_the_timer_and_physics():
     case = tcp("userspace", 900, 1_000_000_000, 10_000_000, min_rtt_ms=20.09, expected_min_rtt_ms=20.0016,
                depart_error_p99_us=40.0, loaded_rtt_p99_ms=31.7, expected_peak_rtt_ms=40.1, peak_rtt_ms=46.4,
@@ -105,6 +128,14 @@ def test_the_plan_runs_only_what_the_chosen_targets_need():
     unlimited = _plan(["unlimited_tcp"], [10**9], 2)
     assert [(c.backend, c.round) for c in unlimited] == [("userspace", 1), ("kernel", 1), ("veth", 1),
                                                          ("userspace", 2), ("kernel", 2), ("veth", 2)]
+
+
+@pytest.mark.parametrize("htb", [True, False])
+def test_htb_runs_at_every_shaped_rate_where_the_kernel_has_it(monkeypatch, htb):
+    monkeypatch.setattr(capabilities, "kernel_qdiscs", lambda *kinds: {"htb": htb})
+    shaped = [(c.backend, c.rate_bps) for c in _plan(["shaped_udp"], [10**9, 2 * 10**9], 3) if c.rate_bps]
+    assert shaped == [("userspace", 10**9), ("userspace", 2 * 10**9)] + (
+        [("kernel", 10**9), ("kernel", 2 * 10**9)] if htb else [])
 
 
 def test_render_names_every_target_with_its_baseline():

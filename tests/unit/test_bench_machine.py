@@ -6,7 +6,7 @@ import pytest
 
 from bloatlab.errors import BloatlabError
 from bloatlab.lab.bench import Case, CaseResult
-from bloatlab.lab.bench_machine import LIMITS, _plan, parse_limits, parse_only, render, verdicts
+from bloatlab.lab.bench_machine import LIMITS, _extend_ladder, _plan, ladder, parse_limits, parse_only, render, verdicts
 from bloatlab.testbed import capabilities
 
 TIMER = {"sleep_ns": 50_000, "count": 2000, "p50_ns": 12_000, "p99_ns": 26_000, "max_ns": 400_000}
@@ -136,6 +136,24 @@ def test_htb_runs_at_every_shaped_rate_where_the_kernel_has_it(monkeypatch, htb)
     shaped = [(c.backend, c.rate_bps) for c in _plan(["shaped_udp"], [10**9, 2 * 10**9], 3) if c.rate_bps]
     assert shaped == [("userspace", 10**9), ("userspace", 2 * 10**9)] + (
         [("kernel", 10**9), ("kernel", 2 * 10**9)] if htb else [])
+
+
+def test_shaped_tcp_rates_go_on_until_its_target_is_within_reach():
+    g, m = 1_000_000_000, 1_000_000
+    rates = [g // 2, g, 5 * g // 2]
+    # 2.5 Gbit/s carries 2391 Mbit/s of TCP: enough for 0.8 of a 2.9 Gbit/s bridge, not of 3.35.
+    assert ladder(rates, 2900, 0.8) == []
+    assert ladder(rates, 3346, 0.8) == [3 * g]
+    assert ladder(rates, 7000, 0.8) == [3 * g + 500 * m * k for k in range(7)]  # 6 Gbit/s: 5738 >= 5600
+    assert ladder(rates, 100_000, 0.8)[-1] == 10 * g  # no further than 10 Gbit/s
+    assert ladder(rates, None, 0.8) == []  # no bridge measured: nothing to aim at
+    plan = [Case("kernel", None, 0), Case("userspace", g, 0), Case("kernel", g, 0), Case("userspace", g, 10**7)]
+    assert _extend_ladder(plan, [g], 3000, 0.8) == [3 * g // 2, 2 * g, 5 * g // 2, 3 * g]
+    # TCP only, after the shaped cases, htb's too; the delay case stays last.
+    assert [(c.backend, c.rate_bps, c.udp) for c in plan[3:-1]] == (
+        [("userspace", r, False) for r in (3 * g // 2, 2 * g, 5 * g // 2, 3 * g)]
+        + [("kernel", r, False) for r in (3 * g // 2, 2 * g, 5 * g // 2, 3 * g)])
+    assert plan[-1].delay_ns == 10**7
 
 
 def test_render_names_every_target_with_its_baseline():

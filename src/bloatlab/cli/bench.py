@@ -122,8 +122,11 @@ def add_parsers(commands: argparse._SubParsersAction) -> None:
         "  loaded_rtt     <= 0.05  relative error of RTT p99 behind a full queue against base + queue / rate\n"
         "  up_down        <= 0.5   s for `up` then `down` of h1 - s0 - h2\n"
         "  run_overhead   <= 2.0   s a cs244 run takes beyond its duration\n\n"
+        "shaped_tcp's rates go on above --rates, 500 Mbit/s apart and TCP only, until one could reach its\n"
+        "target; htb runs at every shaped rate with the same queue, so a miss the kernel's own shaper\n"
+        "shares shows as the machine's. run_overhead is the median of 3 runs.\n\n"
         "Exit status 0 when every target holds, 1 when one misses (a figure not measured misses).\n"
-        "Takes about 3 minutes; needs root. docs/datapath.md has the figures per release.",
+        "Takes about 7 minutes; needs root. docs/datapath.md has the figures per release.",
         ["sudo bloatlab bench machine",
          "sudo bloatlab bench machine --only up_down,run_overhead --json",
          "sudo bloatlab bench machine --target lateness=100   # a looser limit on a busy machine"])
@@ -133,7 +136,7 @@ def add_parsers(commands: argparse._SubParsersAction) -> None:
     machine.add_argument("--rates", default="500mbit,1gbit,1500mbit,2gbit,2500mbit",
                          help="the shaped rates of shaped_tcp and shaped_udp (default: %(default)s)")
     machine.add_argument("--duration", default="3s", help="how long each link case measures (default: %(default)s)")
-    machine.add_argument("--rounds", type=int, default=3, metavar="N",
+    machine.add_argument("--rounds", type=int, default=5, metavar="N",
                          help="alternating rounds of the unlimited cases, judged on the median (default: %(default)s)")
     machine.add_argument("--out", metavar="DIR", type=Path, help="where the results go").complete = DIRECTORY
     replay.add_bench_parser(benchmarks)

@@ -65,6 +65,7 @@ class Case:
     rate_bps: int | None
     delay_ns: int  # each way
     round: int | None = None  # which of the alternating runs of a repeated pair
+    udp: bool = True  # a shaped case also sends UDP at 1.1 x its rate
 
     @property
     def label(self) -> str:
@@ -112,6 +113,11 @@ class CaseResult:
     # A "pcap" case's captures per direction: the departures counted, and each file's counts
     # (written, cut, lost, bytes) as the datapath left them.
     capture: dict[str, Any] = field(default_factory=dict)
+
+
+def tcp_capacity_mbps(rate_bps: int) -> float:
+    """The TCP payload a link of `rate_bps` carries: full frames of one MSS each."""
+    return rate_bps * TCP_PAYLOAD / FRAME_BYTES / 1e6
 
 
 def queue_packets(case: Case) -> int:
@@ -308,7 +314,7 @@ def _measure(net: Network, case: Case, res: CaseResult, duration_s: float,
     res.tcp_goodput_mbps = goodput_mbps(res.tcp_window)
     res.tcp_retransmits = tcp.retransmits
     if rate:
-        res.tcp_capacity_mbps = rate * TCP_PAYLOAD / FRAME_BYTES / 1e6
+        res.tcp_capacity_mbps = tcp_capacity_mbps(rate)
         # A ping waits behind a full queue and the frame on the wire.
         res.expected_peak_rtt_ms = res.min_rtt_ms + ser_ms(queue_packets(case) * FRAME_BYTES)
     res.peak_rtt_ms = max((r.rtt_ms for r in loaded), default=None)
@@ -317,7 +323,7 @@ def _measure(net: Network, case: Case, res: CaseResult, duration_s: float,
         res.loaded_rtt_p99_ms = rtts[round(0.99 * (len(rtts) - 1))]
     # 3. UDP just above the rate: the receiver should get the link's payload capacity, and the
     # queue stays full, so pings from the second second on wait behind all of it.
-    if rate:
+    if rate and case.udp:
         before = udp_rcvbuf_errors(net, "h2")
         pinger = net.popen("h1", ["ping", "-i", interval, "-w", "5", dst], stdout=subprocess.PIPE, text=True)
         _, udp_server = _iperf(net, ["-u", "-b", str(int(rate * 1.1)), "-l", str(UDP_PAYLOAD), "-t", "4"],

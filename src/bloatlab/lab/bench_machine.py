@@ -6,7 +6,8 @@ before, and the target is on the ratio or the difference (docs/datapath.md):
 
   unlimited_tcp  bloatlab-link unlimited, TCP goodput / a kernel bridge's       >= 0.95
   shaped_tcp     the highest shaped rate whose TCP goodput is within 3% of its
-                 capacity, that goodput / the bridge's                          >= 0.80
+                 capacity, that goodput / the bridge's (rates are added above
+                 the given ones until the target is within reach)               >= 0.80
   shaped_udp     the worst share of capacity UDP got at the shaped rates        >= 0.97
   idle_rtt       idle RTT added over the configured delays, ms, minus the
                  plain veth pair's RTT (1 Gbit/s, 10 ms each way)               <= 0.05
@@ -38,7 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from bloatlab.errors import BloatlabError
-from bloatlab.lab.bench import Case, CaseResult, run_case
+from bloatlab.lab.bench import Case, CaseResult, run_case, tcp_capacity_mbps
 from bloatlab.specs.experiment import load_preset
 from bloatlab.specs.units import format_rate
 from bloatlab.testbed import capabilities
@@ -212,6 +213,37 @@ def _timer_while(loaded: bool, into: dict[str, Any], key: str) -> threading.Thre
     return thread
 
 
+# The steps by which shaped_tcp's rates go on above --rates, and how far at most.
+LADDER_STEP_BPS = 500_000_000
+LADDER_TOP_BPS = 10_000_000_000
+
+
+def ladder(rates: list[int], bridge_mbps: float | None, limit: float) -> list[int]:
+    """Rates above the highest of `rates`, a step apart, up to the first whose TCP capacity
+    reaches `limit` x the bridge: without them shaped_tcp could not pass however well the link
+    shaped (2.5 Gbit/s carries 2391 Mbit/s of TCP, 0.71 of a 3.3 Gbit/s bridge)."""
+    if not bridge_mbps or not rates:
+        return []
+    more: list[int] = []
+    top = max(rates)
+    while tcp_capacity_mbps(top) < limit * bridge_mbps and top + LADDER_STEP_BPS <= LADDER_TOP_BPS:
+        top += LADDER_STEP_BPS
+        more.append(top)
+    return more
+
+
+def _extend_ladder(plan: list[Case], rates: list[int], bridge_mbps: float | None, limit: float) -> list[int]:
+    """The ladder's rates, TCP only, added to `plan` after its shaped cases (htb's too, where
+    the plan has htb): the rates added."""
+    more = ladder(rates, bridge_mbps, limit)
+    shaped = [j for j, c in enumerate(plan) if c.rate_bps and not c.delay_ns]
+    if not more or not shaped:
+        return []
+    backends = ["userspace"] + (["kernel"] if any(plan[j].backend == "kernel" for j in shaped) else [])
+    plan[shaped[-1] + 1:shaped[-1] + 1] = [Case(b, rate, 0, udp=False) for b in backends for rate in more]
+    return more
+
+
 def _plan(names: list[str], rates: list[int], rounds: int) -> list[Case]:
     """The link cases the chosen targets need, the unlimited ones in alternating rounds (their
     throughput is CPU-bound and one run each of the pair varies by a fifth here)."""
@@ -252,7 +284,18 @@ def run_machine(names: list[str], limits: dict[str, float], rates: list[int], du
     results: list[CaseResult] = []
     plan = _plan(names, rates, rounds)
     extra: dict[str, Any] = {}
-    for i, case in enumerate(plan, 1):
+    laddered = "shaped_tcp" not in names
+    i = 0
+    while i < len(plan):  # the plan can grow as it goes
+        case = plan[i]
+        i += 1
+        if not laddered and case.rate_bps and not case.delay_ns:  # the first shaped case: the bridge is measured
+            laddered = True
+            bridge = _median(_tcp(results, "kernel"))
+            if more := _extend_ladder(plan, rates, bridge, limits.get("shaped_tcp", LIMITS["shaped_tcp"].value)):
+                extra["shaped_tcp_more_rates"] = more
+                say(f"shaped_tcp: the bridge's {bridge:.0f} Mbit/s puts its target above --rates; TCP only at "
+                    + ", ".join(format_rate(r) for r in more))
         t = time.monotonic()
         loaded_timer = _timer_while(case.delay_ns > 0, extra, "timer_loaded")
         results.append(run_case(case, duration_s, tag, out_dir))
@@ -344,7 +387,8 @@ def verdicts(names: list[str], limits: dict[str, float], results: list[CaseResul
             drops = sum(r.udp_rcvbuf_drops or 0 for r in shaped)
             out.append(Target(name, worst[1] if worst else None, limit,
                               f"{100 * worst[1]:.1f}% at {format_rate(worst[0].case.rate_bps)}" if worst else "-",
-                              f"htb at the same rates: {_shares(htb, 'udp')}" if htb else "each rate's capacity",
+                              f"htb at the same rates: {_shares([r for r in htb if r.case.udp], 'udp')}" if htb
+                              else "each rate's capacity",
                               ", ".join(f"{format_rate(r.case.rate_bps)} {100 * s:.1f}%" for r, s in shares)
                               + (f"; the receiving socket dropped {drops} datagrams (host CPU)" if drops else "")))
         elif name == "idle_rtt":

@@ -7,7 +7,8 @@ import sys
 
 import pytest
 
-from bloatlab.testbed import netns
+from bloatlab.lab.bench_machine import ladder
+from bloatlab.testbed import capabilities, netns
 
 pytestmark = pytest.mark.netns
 
@@ -46,3 +47,25 @@ def test_the_delay_targets_are_figures_beside_their_baselines(tmp_path):
     assert case["min_rtt_ms"] < case["loaded_rtt_p99_ms"] <= case["peak_rtt_ms"]
     assert case["min_rtt_ms"] < case["full_queue_rtt_p99_ms"] < 1.5 * case["expected_peak_rtt_ms"]
     assert targets["lateness"]["value"] == pytest.approx(case["depart_error_p99_us"] - doc["timer"]["p99_ns"] / 1e3)
+
+
+def test_shaped_tcp_climbs_above_the_given_rates_until_its_target_is_within_reach(tmp_path):
+    # 500 Mbit/s carries 478 Mbit/s of TCP: short of 0.3 of a kernel bridge here (1.7-3.4 Gbit/s),
+    # so the bench must add rates, TCP only, until one's capacity reaches that.
+    status, doc = bench(tmp_path, "--only", "shaped_tcp", "--rates", "500mbit", "--duration", "2s",
+                        "--target", "shaped_tcp=0.3")
+    [t] = doc["targets"]
+    bridge = next(r["tcp_goodput_mbps"] for r in doc["results"] if r["case"]["backend"] == "kernel"
+                  and r["case"]["rate_bps"] is None)
+    added = ladder([500_000_000], bridge, 0.3)
+    assert added and doc["shaped_tcp_more_rates"] == added
+    shaped = [r for r in doc["results"] if r["case"]["rate_bps"]]
+    htb = capabilities.kernel_qdiscs(["htb"]).get("htb")
+    assert [(r["case"]["backend"], r["case"]["rate_bps"]) for r in shaped] == (
+        [("userspace", 500_000_000)] + ([("kernel", 500_000_000)] if htb else [])
+        + [("userspace", rate) for rate in added] + ([("kernel", rate) for rate in added] if htb else []))
+    for r in shaped:  # the added rates measure TCP alone
+        assert r["tcp_goodput_mbps"] > 0 and (r["udp_received_mbps"] is None) == (r["case"]["rate_bps"] in added)
+    # Judged on every rate, the added ones included; htb's stands beside, never as bloatlab's figure.
+    assert status == (0 if t["ok"] else 1) and t["value"] is not None
+    assert ("htb, same queue" in t["detail"]) == bool(htb)

@@ -69,7 +69,8 @@ venv: $(VENV)/.stamp-$(EXTRAS) ## .venv with bloatlab installed editable, with t
 	@# Bytecode for the sources, as pip writes it for an installed wheel: with none (an editable
 	@# install where PYTHONDONTWRITEBYTECODE is set) every command compiles its ~100 modules again,
 	@# a quarter of a second of each run. Only what changed is compiled again.
-	@$(VENV)/bin/python -m compileall -q src/bloatlab
+	@$(VENV)/bin/python -m compileall -q src/bloatlab >/dev/null || echo "venv: some bytecode under src/ could" \
+		"not be written (another user's __pycache__?); commands then compile those modules as they start" >&2
 
 # Reinstalled only when pyproject.toml is newer than the stamp of these extras. The install builds the Rust
 # binaries into the package too (setuptools-rust), as a wheel does; in a checkout, `make build`'s

@@ -126,7 +126,8 @@ def add_parsers(commands: argparse._SubParsersAction) -> None:
         "target; htb runs at every shaped rate with the same queue, so a miss the kernel's own shaper\n"
         "shares shows as the machine's. run_overhead is the median of 3 runs.\n\n"
         "Exit status 0 when every target holds, 1 when one misses (a figure not measured misses).\n"
-        "Takes about 7 minutes; needs root. docs/datapath.md has the figures per release.",
+        "Takes about 7 minutes (more where the bridge is fast: each added rate is two cases); needs root.\n"
+        "docs/datapath.md has the figures per release.",
         ["sudo bloatlab bench machine",
          "sudo bloatlab bench machine --only up_down,run_overhead --json",
          "sudo bloatlab bench machine --target lateness=100   # a looser limit on a busy machine"])

@@ -219,14 +219,16 @@ LADDER_TOP_BPS = 10_000_000_000
 
 
 def ladder(rates: list[int], bridge_mbps: float | None, limit: float) -> list[int]:
-    """Rates above the highest of `rates`, a step apart, up to the first whose TCP capacity
-    reaches `limit` x the bridge: without them shaped_tcp could not pass however well the link
-    shaped (2.5 Gbit/s carries 2391 Mbit/s of TCP, 0.71 of a 3.3 Gbit/s bridge)."""
+    """Rates above the highest of `rates`, a step apart, up to the first where a goodput at the
+    edge of "within 3%" would reach `limit` x the bridge: without them shaped_tcp could not pass
+    however well the link shaped (2.5 Gbit/s carries 2391 Mbit/s of TCP, 0.71 of a 3.3 Gbit/s
+    bridge)."""
     if not bridge_mbps or not rates:
         return []
     more: list[int] = []
     top = max(rates)
-    while tcp_capacity_mbps(top) < limit * bridge_mbps and top + LADDER_STEP_BPS <= LADDER_TOP_BPS:
+    aim = limit * bridge_mbps / (1 - WITHIN)
+    while tcp_capacity_mbps(top) < aim and top + LADDER_STEP_BPS <= LADDER_TOP_BPS:
         top += LADDER_STEP_BPS
         more.append(top)
     return more
@@ -376,8 +378,9 @@ def verdicts(names: list[str], limits: dict[str, float], results: list[CaseResul
             detail = f"share of capacity: {_shares(shaped, 'tcp')}"
             if htb:  # the machine's own shaper, judged the same way
                 kernel = _highest_within(htb)
-                reach = (f"{format_rate(kernel.case.rate_bps)}, {(kernel.tcp_goodput_mbps or 0) / bridge:.2f} of the bridge"
-                         if kernel and bridge else "no rate within 3%")
+                reach = format_rate(kernel.case.rate_bps) if kernel else "no rate within 3%"
+                if kernel and bridge:
+                    reach += f", {(kernel.tcp_goodput_mbps or 0) / bridge:.2f} of the bridge"
                 detail += f"; htb, same queue: {_shares(htb, 'tcp')} (highest within 3%: {reach})"
             out.append(Target(name, value, limit, figure, base, detail))
         elif name == "shaped_udp":
@@ -387,10 +390,10 @@ def verdicts(names: list[str], limits: dict[str, float], results: list[CaseResul
             drops = sum(r.udp_rcvbuf_drops or 0 for r in shaped)
             out.append(Target(name, worst[1] if worst else None, limit,
                               f"{100 * worst[1]:.1f}% at {format_rate(worst[0].case.rate_bps)}" if worst else "-",
-                              f"htb at the same rates: {_shares([r for r in htb if r.case.udp], 'udp')}" if htb
-                              else "each rate's capacity",
+                              "each rate's capacity",
                               ", ".join(f"{format_rate(r.case.rate_bps)} {100 * s:.1f}%" for r, s in shares)
-                              + (f"; the receiving socket dropped {drops} datagrams (host CPU)" if drops else "")))
+                              + (f"; the receiving socket dropped {drops} datagrams (host CPU)" if drops else "")
+                              + (f"; htb, same queue: {_shares([r for r in htb if r.case.udp], 'udp')}" if htb else "")))
         elif name == "idle_rtt":
             added = delayed.min_rtt_ms - delayed.expected_min_rtt_ms if delayed and delayed.min_rtt_ms is not None \
                 and delayed.expected_min_rtt_ms is not None else None

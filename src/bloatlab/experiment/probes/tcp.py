@@ -272,8 +272,8 @@ class TracepointProbe:
     def stop(self, raise_errors: bool = True, *, remove: bool = True) -> None:
         """Disable the event, drain the ring into the raw file, count what was lost, remove the
         instance. Safe to call twice and after a failed start; the instance goes in any case.
-        With remove=False the caller removes it with remove(): the kernel takes 25-50 ms to, which
-        it can spend on other work meanwhile."""
+        With remove=False the caller must call remove() (a second stop() does not): the kernel
+        takes 25-50 ms to remove it, which the caller can spend on other work meanwhile."""
         if self._stopped:
             return
         self._stopped = True

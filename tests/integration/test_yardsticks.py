@@ -125,14 +125,16 @@ def test_an_rrul_sweep_of_disciplines_tells_the_story_in_its_report(tmp_path):
 def test_a_killed_test_leaves_its_server_to_clean(tmp_path):
     """SIGKILL gives the run no chance to stop nghttpd or the client: `bloatlab clean` ends them
     with the network, and the site's files go with its state directory."""
-    run = subprocess.Popen([sys.executable, "-m", "bloatlab", "run", "--preset", "responsiveness", "--set", "cc=reno",
-                            "--out", str(tmp_path / "killed"), "--quiet"], stdout=subprocess.DEVNULL,
-                           stderr=subprocess.DEVNULL)
+    err = tmp_path / "run.err"
+    with open(err, "wb") as stderr:
+        run = subprocess.Popen([sys.executable, "-m", "bloatlab", "run", "--preset", "responsiveness", "--set",
+                                "cc=reno", "--out", str(tmp_path / "killed"), "--quiet"], stdout=subprocess.DEVNULL,
+                               stderr=stderr)
     try:
         deadline = time.monotonic() + 30
-        while not running("nghttpd") and time.monotonic() < deadline:
+        while not running("nghttpd") and time.monotonic() < deadline and run.poll() is None:
             time.sleep(0.2)
-        assert running("nghttpd"), "the server never started"
+        assert running("nghttpd"), f"the server never started (run exit {run.poll()}): {err.read_text()[-2000:]}"
         time.sleep(3)  # the client is loading the path
     finally:
         run.kill()

@@ -50,9 +50,10 @@ def pids(ns: str) -> list[int]:
 
 
 def pids_by_namespace(namespaces: list[str]) -> dict[str, list[int]]:
-    """The processes in each of `namespaces`, from one pass over /proc: as `ip netns pids` finds
+    """The processes in each of `namespaces`, from one pass over /proc. As `ip netns pids` finds
     them, a process is in a namespace when its /proc/PID/ns/net is the same file as the
-    namespace's in NETNS_DIR."""
+    namespace's in NETNS_DIR; and so is an `ip netns exec NS ...` that has not entered it yet,
+    which would otherwise slip in after the namespace's processes were ended."""
     found: dict[str, list[int]] = {ns: [] for ns in namespaces}
     wanted = {}
     for ns in namespaces:
@@ -68,12 +69,22 @@ def pids_by_namespace(namespaces: list[str]) -> dict[str, list[int]]:
             continue
         try:
             st = os.stat(f"/proc/{entry.name}/ns/net")
+            ns = wanted.get((st.st_dev, st.st_ino)) or _entering(entry.name, found)
         except OSError:  # ended meanwhile, or not ours to look into
             continue
-        ns = wanted.get((st.st_dev, st.st_ino))
         if ns is not None:
             found[ns].append(int(entry.name))
     return found
+
+
+def _entering(pid: str, namespaces: dict[str, list[int]]) -> str | None:
+    """The namespace an `ip netns exec NS ...` process is about to enter, if it is one of these."""
+    with open(f"/proc/{pid}/cmdline", "rb") as f:
+        argv = f.read().split(b"\0")
+    if len(argv) > 3 and os.path.basename(argv[0]) == b"ip" and argv[1:3] == [b"netns", b"exec"]:
+        ns = argv[3].decode(errors="replace")
+        return ns if ns in namespaces else None
+    return None
 
 
 def ip(ns: str, *args: str) -> str:

@@ -407,13 +407,19 @@ impl Pipeline {
     /// completion plus the shortest delay. Other deadlines only move virtual time, which
     /// `poll` catches up exactly whenever it runs, so only these need a punctual wake-up.
     pub fn next_departure(&self) -> Option<Instant> {
-        let shortest = Duration(self.line.delay.nanos() - self.line.jitter.nanos());
+        let shortest = self.shortest_delay();
         let line = self.line.q.front().map(|d| d.at);
         let wire = self.server.next_deadline(self.queue.is_empty()).map(|t| t + shortest);
         match (line, wire) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         }
+    }
+
+    /// The least time any packet spends between arrival and departure: a packet arriving
+    /// at `t` cannot leave before `t` plus this.
+    pub fn shortest_delay(&self) -> Duration {
+        Duration(self.line.delay.nanos() - self.line.jitter.nanos())
     }
 
     fn advance(&mut self, now: Instant) {

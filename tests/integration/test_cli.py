@@ -298,6 +298,29 @@ def test_clean_removes_what_a_killed_up_left_and_spares_a_live_one(tmp_path, nam
     assert json.loads(bloatlab("clean", "--all", "--json").stdout) == {"removed": [], "failed": [], "spared": []}
 
 
+@pytest.mark.netns
+def test_clean_takes_an_old_state_directory_with_no_state_file_and_spares_a_young_one():
+    """What a cut-short removal left: files in /run/bloatlab/NAME, no state.json. A directory
+    younger than a claim could take to write its state file may be a network being built."""
+    if not os.environ.get(ISOLATED):
+        inner = run_isolated("test_clean_takes_an_old_state_directory_with_no_state_file_and_spares_a_young_one")
+        assert inner.returncode == 0 and "1 passed" in inner.stdout, inner.stdout + inner.stderr
+        return
+    old, young, nic = RUN_DIR / "ghost", RUN_DIR / "building", RUN_DIR / "nic"
+    for d in (old, young, nic):
+        d.mkdir(parents=True)
+    (old / "datapath-stats.json").write_text("{}")
+    (nic / "eth9.json").write_text("{}")
+    an_hour_ago = time.time() - 3600
+    for d in (old, nic):
+        os.utime(d, (an_hour_ago, an_hour_ago))
+    clean = bloatlab("clean")
+    assert clean.returncode == 0 and f"removed {old}" in clean.stdout, clean.stdout + clean.stderr
+    assert not old.exists() and young.exists() and (nic / "eth9.json").exists()
+    assert bloatlab("clean", "--all").returncode == 0
+    assert not young.exists() and (nic / "eth9.json").exists()  # nic's journals are never cleaned
+
+
 # A run's network as a run holds it: built by a live process, not detached, gone with it.
 OWNER = """
 import sys

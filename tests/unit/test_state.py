@@ -3,8 +3,14 @@
 
 import os
 import subprocess
+import time
+
+import pytest
 
 from bloatlab import proc
+from bloatlab.errors import SpecError
+from bloatlab.testbed import state
+from bloatlab.testbed.network import check_name
 from bloatlab.testbed.state import NetworkState
 
 
@@ -28,3 +34,25 @@ def test_a_dead_runs_network_is_an_orphan_and_a_live_ones_is_not():
 def test_a_network_made_to_outlive_its_maker_is_spared_once_built():
     assert not network(owner=dead_owner(), status="up", detached=True).orphaned  # bloatlab up
     assert network(owner=dead_owner(), status="building", detached=True).orphaned  # up was killed midway
+
+
+def test_only_an_old_directory_without_a_state_file_is_unregistered(tmp_path, monkeypatch):
+    monkeypatch.setattr(state, "RUN_DIR", tmp_path)
+    left, building, registered = tmp_path / "left", tmp_path / "building", tmp_path / "t1"
+    for d in (left, building, registered):
+        d.mkdir()
+    (registered / state.STATE_FILE).write_text("{}")
+    (tmp_path / "a-file").write_text("")
+    an_hour_ago = time.time() - 3600
+    for d in (left, registered):
+        os.utime(d, (an_hour_ago, an_hour_ago))
+    assert state.unregistered(older_than_s=60) == [left]
+    assert state.unregistered(older_than_s=0) == [building, left]
+    monkeypatch.setattr(state, "RUN_DIR", tmp_path / "absent")
+    assert state.unregistered(older_than_s=0) == []
+
+
+def test_no_network_may_take_the_name_of_nics_journals():
+    with pytest.raises(SpecError, match="taken by bloatlab nic's journals"):
+        check_name("nic")
+    assert check_name("nic2") == "nic2"

@@ -224,10 +224,11 @@ def add_parsers(commands: argparse._SubParsersAction) -> None:
         commands, "clean", cmd_clean, "remove what dead runs and tools left on this machine",
         "Removes what no live process owns: the network of a run that was killed (its namespaces,\n"
         "processes, datapath, /etc/netns and /run/bloatlab entries, TCP probe instances), a network\n"
-        "whose build never finished, and bloatlab namespaces of no network. The networks of runs still\n"
-        "running, and those `bloatlab up` made, stay: they are named, and `bloatlab down NAME` or\n"
-        "--all removes them. The journals of `bloatlab nic` (/run/bloatlab/nic) stay: `bloatlab nic\n"
-        "restore` needs them. Needs root.",
+        "whose build never finished, bloatlab namespaces of no network, and a /run/bloatlab directory\n"
+        "without a state file, untouched for a minute (what a cut-short removal leaves). The networks\n"
+        "of runs still running, and those `bloatlab up` made, stay: they are named, and `bloatlab down\n"
+        "NAME` or --all removes them. The journals of `bloatlab nic` (/run/bloatlab/nic) stay:\n"
+        "`bloatlab nic restore` needs them. Needs root.",
         ["sudo bloatlab clean", "sudo bloatlab clean --all   # live networks too, other shells' included"])
     clean_parser.add_argument("--all", action="store_true",
                               help="remove everything bloatlab made, live networks and runs included, "

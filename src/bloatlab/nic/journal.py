@@ -25,7 +25,7 @@ from bloatlab.nic.knobs import Iface
 from bloatlab.testbed import state
 
 FORMAT = "bloatlab-nic-journal/1"
-JOURNAL_DIR = state.RUN_DIR / "nic"
+JOURNAL_DIR = state.NIC_DIR
 
 
 @dataclass

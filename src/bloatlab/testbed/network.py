@@ -40,6 +40,9 @@ NAME_RE = re.compile(r"[a-z][a-z0-9-]{0,15}")
 PREFIX = "bloatlab"
 NETNS_PREFIXES = (f"{PREFIX}.", f"{PREFIX}-")  # what `clean` removes: networks' and tools' namespaces
 ETC_NETNS = Path("/etc/netns")
+# A state directory with no state file, untouched this long, is what a cut-short removal left;
+# a younger one may be a claim a moment before its state file is written.
+UNREGISTERED_AGE_S = 60
 IFNAME_MAX = 15  # Linux IFNAMSIZ - 1
 BRIDGE = "br0"
 DP_NODE = "_dp"
@@ -84,6 +87,9 @@ def check_name(name: str) -> str:
     if not isinstance(name, str) or not NAME_RE.fullmatch(name):
         raise SpecError(f"{name!r} is not a valid network name; use 1 to 16 characters: a lowercase "
                         'letter, then lowercase letters, digits or "-" (e.g. t1)', field="name")
+    if name == state.NIC_DIR.name:
+        raise SpecError(f"{name!r} is taken by bloatlab nic's journals ({state.NIC_DIR}); "
+                        "give the network another name", field="name")
     return name
 
 
@@ -407,10 +413,20 @@ def _remove_network(name: str, namespaces: list[str], errors: list[BaseException
     for etc in sorted(ETC_NETNS.glob(f"{PREFIX}.{name}.*")):
         shutil.rmtree(etc, ignore_errors=True)
         removed.append(str(etc))
-    if state.remove(name):
-        removed.append(str(state.state_dir(name)))
+    try:
+        if state.remove(name):
+            removed.append(str(state.state_dir(name)))
+    except OSError as e:  # a file written into it meanwhile: `clean` takes what is left
+        errors.append(BloatlabError(f"could not remove {state.state_dir(name)}: {e.strerror}; "
+                                    f"remove what is left with: bloatlab clean"))
     _remove_if_empty(ETC_NETNS, state.RUN_DIR)
     return removed
+
+
+def _nic_journals(entry: Path) -> bool:
+    """The journals of `bloatlab nic`: a real interface's original settings, which `bloatlab nic
+    restore` needs, and so never removed by `clean`."""
+    return entry.name == state.NIC_DIR.name and any(entry.glob("*.json"))
 
 
 def _remove_if_empty(*dirs: Path) -> None:
@@ -487,8 +503,9 @@ def tool_owner_alive(namespace: str) -> bool:
 
 def clean_orphaned_networks(errors: list[BloatlabError]) -> tuple[list[str], list[state.NetworkState]]:
     """Remove only what no live process owns: each network whose owner has died (or whose build
-    never finished), namespaces of no registered network, and tool namespaces whose process is
-    gone, with their processes and /etc/netns entries. Return (what was removed, the networks
+    never finished), namespaces of no registered network, tool namespaces whose process is
+    gone, with their processes and /etc/netns entries, and old state directories with no state
+    file. Return (what was removed, the networks
     spared); what could not be removed goes to `errors`."""
     removed: list[str] = []
     states = state.list_states()
@@ -503,6 +520,10 @@ def clean_orphaned_networks(errors: list[BloatlabError]) -> tuple[list[str], lis
     strays = [ns for ns in netns.list_namespaces() if ns.startswith(NETNS_PREFIXES) and ns not in owned
               and not (ns.startswith(f"{PREFIX}-") and tool_owner_alive(ns))]
     removed += _delete_namespaces(strays, errors)
+    for entry in state.unregistered(older_than_s=UNREGISTERED_AGE_S):
+        if not _nic_journals(entry):
+            shutil.rmtree(entry, ignore_errors=True)
+            removed.append(str(entry))
     live = {ns for st in spared for ns in st.namespaces}
     for etc in _etc_entries():
         if etc.name not in live and not netns.exists(etc.name):
@@ -529,8 +550,8 @@ def clean_networks(errors: list[BloatlabError]) -> list[str]:
         removed.append(str(etc))
     if state.RUN_DIR.exists():
         for entry in sorted(state.RUN_DIR.iterdir()):
-            if entry.name == "nic" and any(entry.glob("*.json")):
-                continue  # nic journals: the original settings of a real interface (bloatlab nic restore)
+            if _nic_journals(entry):
+                continue
             if entry.is_dir():
                 shutil.rmtree(entry, ignore_errors=True)
             else:

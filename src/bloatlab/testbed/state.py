@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import time
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -19,6 +20,8 @@ from bloatlab.errors import BloatlabError
 from bloatlab.specs.model import Topology
 
 RUN_DIR = Path("/run/bloatlab")
+# `bloatlab nic`'s journals live beside the networks' directories: no network may take its name.
+NIC_DIR = RUN_DIR / "nic"
 STATE_FILE = "state.json"
 
 
@@ -94,6 +97,23 @@ def list_states() -> list[NetworkState]:
         except BloatlabError:
             continue  # damaged or vanishing: `clean` removes such directories
     return states
+
+
+def unregistered(older_than_s: float) -> list[Path]:
+    """Directories under RUN_DIR with no state file, untouched for `older_than_s`: what a removal
+    cut short left (a file written into the directory while it went). A claim writes its state
+    file at once, so a younger one may be a network being built."""
+    if not RUN_DIR.exists():
+        return []
+    now = time.time()
+    found = []
+    for entry in sorted(RUN_DIR.iterdir()):
+        try:
+            if entry.is_dir() and not (entry / STATE_FILE).exists() and now - entry.stat().st_mtime >= older_than_s:
+                found.append(entry)
+        except FileNotFoundError:
+            continue  # removed meanwhile
+    return found
 
 
 def remove(name: str) -> bool:

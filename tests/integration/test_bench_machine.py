@@ -2,6 +2,7 @@
 and its JSON carries each figure beside the baseline this machine gave in the same run."""
 
 import json
+import os
 import subprocess
 import sys
 
@@ -30,6 +31,7 @@ def test_an_impossible_target_exits_1(tmp_path):
         doc["up_down_s"], rel=0.5)
     assert 0 < doc["plain_ip_s"] < doc["up_down_s"]
     assert doc["timer"]["count"] == 2000 and 0 <= doc["timer"]["p50_ns"] <= doc["timer"]["p99_ns"]
+    assert 0 < doc["timer"]["cpu_ns"] < doc["timer"]["sleep_ns"] + doc["timer"]["max_ns"]  # a sleep's own CPU
     assert (tmp_path / "b" / "bench-machine.json").exists() and "MISS up_down" in (
         tmp_path / "b" / "bench-machine.txt").read_text()
 
@@ -47,6 +49,9 @@ def test_the_delay_targets_are_figures_beside_their_baselines(tmp_path):
     assert case["min_rtt_ms"] < case["loaded_rtt_p99_ms"] <= case["peak_rtt_ms"]
     assert case["min_rtt_ms"] < case["full_queue_rtt_p99_ms"] < 1.5 * case["expected_peak_rtt_ms"]
     assert targets["lateness"]["value"] == pytest.approx(case["depart_error_p99_us"] - doc["timer"]["p99_ns"] / 1e3)
+    # The machine's load beside it: the flow and the datapath keep its CPUs partly busy.
+    assert case["cpus"] == os.cpu_count() and 1 < case["machine_busy_pct"] <= 100
+    assert f"CPUs {case['machine_busy_pct']:.0f}% busy" in targets["lateness"]["detail"]
 
 
 def test_shaped_tcp_climbs_above_the_given_rates_until_its_target_is_within_reach(tmp_path):

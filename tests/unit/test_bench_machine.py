@@ -94,8 +94,11 @@ def test_delay_targets_are_judged_against_the_veth_the_timer_and_physics():
     # Judged behind the full queue; the TCP flow's own figures are context.
     assert t["loaded_rtt"].value == pytest.approx(41.0 / 40.1 - 1) and t["loaded_rtt"].ok
     assert t["loaded_rtt"].detail == "under TCP: p99 31.7, max 46.4 ms"
-    late = judge([tcp("userspace", 900, 10**9, 10**7, depart_error_p99_us=10_760.0), veth], ["lateness"])
+    late = judge([tcp("userspace", 900, 10**9, 10**7, depart_error_p99_us=10_760.0, datapath_cpu_pct=147.0,
+                      machine_busy_pct=93.4, cpus=2), veth], ["lateness"])
     assert late["lateness"].value == pytest.approx(10_734) and not late["lateness"].ok
+    # Beside it, how much of the machine the flow left: a busy machine makes every thread late.
+    assert late["lateness"].detail == "datapath CPU 147% of one core; the machine's 2 CPUs 93% busy"
 
 
 def test_a_figure_never_measured_misses():
@@ -167,5 +170,7 @@ def test_render_names_every_target_with_its_baseline():
     doc = {"bloatlab_version": "0", "kernel": "6.1", "cpus": 2, "date": "2026-11-27", "timer": TIMER,
            "targets": [{**asdict(t), "ok": t.ok}]}
     text = render(doc)
-    assert "timer: a 50 us sleep overshoots 12.0 us p50, 26.0 us p99" in text
+    assert "timer: a 50 us sleep overshoots 12.0 us p50, 26.0 us p99\n" in text
+    doc["timer"] = {**TIMER, "cpu_ns": 35_464}  # what the binary reports since it measures it
+    assert "timer: a 50 us sleep overshoots 12.0 us p50, 26.0 us p99, and costs 35.5 us of CPU\n" in render(doc)
     assert "ok   up_down          0.400 <= 0.5 s  | 0.40 s against plain ip calls 0.09 s" in text

@@ -108,6 +108,10 @@ class CaseResult:
     depart_error_p50_us: float | None = None
     depart_error_p99_us: float | None = None
     datapath_cpu_pct: float | None = None
+    # The whole machine over the TCP flow: the share of all its CPUs' time not idle. Near 100,
+    # every thread (link, host or iperf3) waits for a CPU.
+    machine_busy_pct: float | None = None
+    cpus: int | None = None
     unintended_drops: int | None = None
     drops: dict[str, int] = field(default_factory=dict)
     # A "pcap" case's captures per direction: the departures counted, and each file's counts
@@ -152,6 +156,15 @@ def two_hosts(case: Case) -> Topology:
     link = LinkSpec(name="h1-h2", ends=("h1", "h2"), forward=d, reverse=d,
                     backend=backend, queue_at="sender" if plain else "link")
     return Topology(hosts={"h1": HostSpec("h1"), "h2": HostSpec("h2")}, switches={}, links=[link])
+
+
+def _machine_cpu_ticks() -> tuple[int, int]:
+    """(busy, total) jiffies of all CPUs since boot, from /proc/stat; idle and iowait are idle,
+    steal (time the hypervisor gave to others) counts as neither."""
+    fields = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:9]]
+    idle = fields[3] + fields[4]
+    total = sum(fields) - fields[7]
+    return total - idle, total
 
 
 def _cpu_seconds(pid: int) -> float:
@@ -295,6 +308,7 @@ def _measure(net: Network, case: Case, res: CaseResult, duration_s: float,
     # 2. TCP with pings riding along: goodput over `duration_s` after the warm-up.
     dp = net.datapath
     cpu0, t0 = (_cpu_seconds(dp.pid), time.monotonic()) if dp else (0.0, 0.0)
+    machine0 = _machine_cpu_ticks()
     interval = "0.1" if (rate or 10**12) <= 20_000_000 else "0.02"
     warm = warmup_s(case)
     run_s = math.ceil(warm + duration_s + IPERF_TAIL_S)  # iperf3 -t takes whole seconds
@@ -309,6 +323,8 @@ def _measure(net: Network, case: Case, res: CaseResult, duration_s: float,
 
     tcp, _ = _iperf(net, ["-t", str(run_s), "-C", "cubic"], timeout_s=run_s + 30, during=sample_window)
     loaded = parse_ping_replies(pinger.communicate(timeout=run_s + 10)[0])
+    busy, total = (b - a for a, b in zip(machine0, _machine_cpu_ticks()))
+    res.machine_busy_pct, res.cpus = (100 * busy / total if total else None), os.cpu_count()
     if dp:
         res.datapath_cpu_pct = 100 * (_cpu_seconds(dp.pid) - cpu0) / (time.monotonic() - t0)
     res.tcp_goodput_mbps = goodput_mbps(res.tcp_window)

@@ -281,8 +281,7 @@ def run_machine(names: list[str], limits: dict[str, float], rates: list[int], du
     timer = timer_overshoot(TIMER_SLEEP_NS, TIMER_COUNT)
     if timer is None:
         raise BloatlabError("bloatlab-link --timer failed; build it with `make build`", field="bloatlab-link")
-    say(f"timer: a {TIMER_SLEEP_NS / 1e3:.0f} us sleep overshoots {timer['p50_ns'] / 1e3:.1f} us at p50, "
-        f"{timer['p99_ns'] / 1e3:.1f} us at p99")
+    say(f"timer: {timer_summary(timer)}")
     results: list[CaseResult] = []
     plan = _plan(names, rates, rounds)
     extra: dict[str, Any] = {}
@@ -305,7 +304,9 @@ def run_machine(names: list[str], limits: dict[str, float], rates: list[int], du
             loaded_timer.join()
         r = results[-1]
         say(f"[{i}/{len(plan)}] {case.label.strip()}: TCP {r.tcp_goodput_mbps or 0:.0f} Mbit/s"
-            + (f", UDP {r.udp_received_mbps:.0f}" if r.udp_received_mbps else "") + f" ({time.monotonic() - t:.0f} s)")
+            + (f", UDP {r.udp_received_mbps:.0f}" if r.udp_received_mbps else "")
+            + (f"; the machine {r.machine_busy_pct:.0f}% busy" if r.machine_busy_pct is not None else "")
+            + f" ({time.monotonic() - t:.0f} s)")
     if "up_down" in names:
         ups = [up_down_s(tag) for _ in range(3)]
         extra["up_s"], extra["down_s"] = (_median([u[k] for u in ups]) for k in (0, 1))
@@ -405,6 +406,8 @@ def verdicts(names: list[str], limits: dict[str, float], results: list[CaseResul
             tp99 = timer["p99_ns"] / 1e3
             loaded = extra.get("timer_loaded")
             context = [f"datapath CPU {delayed.datapath_cpu_pct:.0f}% of one core"] if delayed and delayed.datapath_cpu_pct else []
+            if delayed and delayed.machine_busy_pct is not None:
+                context.append(f"the machine's {delayed.cpus} CPUs {delayed.machine_busy_pct:.0f}% busy")
             if loaded:
                 context.append(f"a plain thread's 50 us sleep under that load: p99 {loaded['p99_ns'] / 1e3:.0f} us")
             out.append(Target(name, p99 - tp99 if p99 is not None else None, limit,
@@ -435,10 +438,15 @@ def verdicts(names: list[str], limits: dict[str, float], results: list[CaseResul
     return out
 
 
+def timer_summary(timer: dict[str, Any]) -> str:
+    cost = f", and costs {timer['cpu_ns'] / 1e3:.1f} us of CPU" if timer.get("cpu_ns") is not None else ""
+    return (f"a {timer['sleep_ns'] / 1e3:.0f} us sleep overshoots {timer['p50_ns'] / 1e3:.1f} us p50, "
+            f"{timer['p99_ns'] / 1e3:.1f} us p99{cost}")
+
+
 def render(doc: dict[str, Any]) -> str:
-    timer = doc["timer"]
     head = (f"bloatlab {doc['bloatlab_version']} on {doc['kernel']}, {doc['cpus']} CPUs, {doc['date']}; "
-            f"timer: a 50 us sleep overshoots {timer['p50_ns'] / 1e3:.1f} us p50, {timer['p99_ns'] / 1e3:.1f} us p99")
+            f"timer: {timer_summary(doc['timer'])}")
     lines = [head, ""]
     lines += [Target(**{k: t[k] for k in ("name", "value", "limit", "figure", "baseline", "detail")}).line()
               for t in doc["targets"]]

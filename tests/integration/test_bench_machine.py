@@ -2,7 +2,6 @@
 and its JSON carries each figure beside the baseline this machine gave in the same run."""
 
 import json
-import os
 import subprocess
 import sys
 
@@ -50,8 +49,8 @@ def test_the_delay_targets_are_figures_beside_their_baselines(tmp_path):
     assert case["min_rtt_ms"] < case["full_queue_rtt_p99_ms"] < 1.5 * case["expected_peak_rtt_ms"]
     assert targets["lateness"]["value"] == pytest.approx(case["depart_error_p99_us"] - doc["timer"]["p99_ns"] / 1e3)
     # The machine's load beside it: the flow and the datapath keep its CPUs partly busy.
-    assert case["cpus"] == os.cpu_count() and 1 < case["machine_busy_pct"] <= 100
-    assert f"CPUs {case['machine_busy_pct']:.0f}% busy" in targets["lateness"]["detail"]
+    assert 1 < case["machine_busy_pct"] <= 100
+    assert f"the machine {case['machine_busy_pct']:.0f}% busy" in targets["lateness"]["detail"]
 
 
 def test_shaped_tcp_climbs_above_the_given_rates_until_its_target_is_within_reach(tmp_path):

@@ -56,3 +56,26 @@ def test_no_network_may_take_the_name_of_nics_journals():
     with pytest.raises(SpecError, match="taken by bloatlab nic's journals"):
         check_name("nic")
     assert check_name("nic2") == "nic2"
+
+
+def test_nics_journal_directory_is_never_unregistered_whatever_its_age(tmp_path, monkeypatch):
+    monkeypatch.setattr(state, "RUN_DIR", tmp_path)
+    nic = tmp_path / state.NIC_DIR.name
+    nic.mkdir()
+    (nic / ".eth0.json.42.tmp").write_text("{}")  # a sweep about to link its journal
+    an_hour_ago = time.time() - 3600
+    os.utime(nic, (an_hour_ago, an_hour_ago))
+    assert state.unregistered(older_than_s=60) == []
+
+
+def test_a_state_directory_a_file_outran_is_a_one_line_error_naming_down(monkeypatch):
+    from bloatlab.testbed import network
+
+    def outran(name):
+        raise OSError(39, "Directory not empty")
+    monkeypatch.setattr(state, "remove", outran)
+    errors: list[BaseException] = []
+    network._remove_network("gone1", [], errors)
+    [e] = errors
+    assert isinstance(e, network.BloatlabError) and str(e) == (
+        f"could not remove {state.state_dir('gone1')}: Directory not empty; remove what is left with: bloatlab down gone1")

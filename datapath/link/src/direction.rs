@@ -32,14 +32,17 @@ const WARM_TAKES_NS: u64 = 15_000;
 /// How often a thread with arrivals refreshes sched::LAST_ARRIVAL_NS; far below the second
 /// the CPU latency request is held for.
 const MARK_ARRIVAL_NS: u64 = 10_000_000;
-/// The longest a thread sleeps deaf to arrivals: its ring holds 8192 frames, 5 ms of full-size
-/// frames at 20 Gbit/s.
+/// The longest a thread sleeps deaf to arrivals: well within what its ring holds (socket.rs's
+/// RING_BLOCKS: 5 ms of full-size frames at 20 Gbit/s).
 const MAX_DEAF_NS: u64 = 1_000_000;
 
-/// Whether a sleep of `sleep_ns` must end early for an arrival. A frame arriving from now on
-/// leaves no sooner than the shortest delay later, so a thread waking before then anyway can
-/// take it on waking, at the kernel's stamp, with the same fate. On a VM a wake-up costs
-/// ~14 us of CPU, and on a delayed path it would come once per ACK.
+/// Whether a sleep of `sleep_ns` must end early for an arrival. No frame arriving from now on
+/// leaves before the pipeline's next departure (the delay line is FIFO, the serialiser first
+/// finishes what it holds) or before its arrival plus the shortest delay. A sleep no longer
+/// than that delay has a departure ahead (an idle link's is MAX_WAIT_NS, which listens), and
+/// the thread wakes its lead before it anyway: it takes the frame then, at the kernel's stamp,
+/// with the same fate and as punctually. On a VM a wake-up costs ~14 us of CPU, and on a
+/// delayed path one came per ACK.
 fn listens(sleep_ns: u64, shortest_delay_ns: u64) -> bool {
     sleep_ns > shortest_delay_ns.min(MAX_DEAF_NS)
 }

@@ -90,9 +90,9 @@ fn timer_overshoot(ns: u64, count: u64) -> Value {
         unsafe { libc::ppoll(std::ptr::null_mut(), 0, &ts, std::ptr::null()) };
         late.push((clock::monotonic_now().nanos() - t0).saturating_sub(ns));
     }
-    // What a sleep costs the sleeper: entering and leaving it, and the timer's interrupt (on a
-    // VM, exits to the hypervisor). A link thread waiting less than this between departures
-    // spends less by spinning.
+    // What a sleep costs the sleeper: entering and leaving it (on a VM, exits to the hypervisor
+    // to arm the timer). A link thread waiting less than this between departures spends less
+    // by spinning.
     let cpu_ns = (clock::read(libc::CLOCK_THREAD_CPUTIME_ID) - cpu0) / count;
     late.sort_unstable();
     let at = |q: f64| late[((late.len() - 1) as f64 * q).round() as usize];

@@ -88,14 +88,14 @@ impl PacketSocket {
     }
 
     /// Waits until a frame is readable or `timeout_ns` passes (None: until a frame); with
-    /// `listen` false, for the timeout alone. Returns whether it ended early: a frame, or a
-    /// signal.
+    /// `listen` false, for the timeout alone, off the socket's wait queue (as `--timer`
+    /// sleeps). Returns whether it ended early: a frame, or a signal.
     pub fn wait(&self, timeout_ns: Option<u64>, listen: bool) -> bool {
-        let events = if listen { libc::POLLIN } else { 0 };
-        let mut pfd = libc::pollfd { fd: self.fd(), events, revents: 0 };
+        let mut pfd = libc::pollfd { fd: self.fd(), events: libc::POLLIN, revents: 0 };
+        let (fds, nfds) = if listen { (&mut pfd as *mut libc::pollfd, 1) } else { (std::ptr::null_mut(), 0) };
         let ts = timeout_ns.map(|ns| libc::timespec { tv_sec: (ns / 1_000_000_000) as i64, tv_nsec: (ns % 1_000_000_000) as i64 });
         let tp = ts.as_ref().map_or(std::ptr::null(), |t| t as *const libc::timespec);
-        unsafe { libc::ppoll(&mut pfd, 1, tp, std::ptr::null()) != 0 }
+        unsafe { libc::ppoll(fds, nfds, tp, std::ptr::null()) != 0 }
     }
 }
 

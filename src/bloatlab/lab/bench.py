@@ -108,10 +108,9 @@ class CaseResult:
     depart_error_p50_us: float | None = None
     depart_error_p99_us: float | None = None
     datapath_cpu_pct: float | None = None
-    # The whole machine over the TCP flow: the share of all its CPUs' time not idle. Near 100,
-    # every thread (link, host or iperf3) waits for a CPU.
+    # The whole machine over the TCP flow (a loaded timer sample included): the share of all its
+    # CPUs' time not idle. Near 100, every thread (link, host or iperf3) waits for a CPU.
     machine_busy_pct: float | None = None
-    cpus: int | None = None
     unintended_drops: int | None = None
     drops: dict[str, int] = field(default_factory=dict)
     # A "pcap" case's captures per direction: the departures counted, and each file's counts
@@ -324,7 +323,7 @@ def _measure(net: Network, case: Case, res: CaseResult, duration_s: float,
     tcp, _ = _iperf(net, ["-t", str(run_s), "-C", "cubic"], timeout_s=run_s + 30, during=sample_window)
     loaded = parse_ping_replies(pinger.communicate(timeout=run_s + 10)[0])
     busy, total = (b - a for a, b in zip(machine0, _machine_cpu_ticks()))
-    res.machine_busy_pct, res.cpus = (100 * busy / total if total else None), os.cpu_count()
+    res.machine_busy_pct = 100 * busy / total if total else None
     if dp:
         res.datapath_cpu_pct = 100 * (_cpu_seconds(dp.pid) - cpu0) / (time.monotonic() - t0)
     res.tcp_goodput_mbps = goodput_mbps(res.tcp_window)

@@ -407,9 +407,10 @@ def verdicts(names: list[str], limits: dict[str, float], results: list[CaseResul
             loaded = extra.get("timer_loaded")
             context = [f"datapath CPU {delayed.datapath_cpu_pct:.0f}% of one core"] if delayed and delayed.datapath_cpu_pct else []
             if delayed and delayed.machine_busy_pct is not None:
-                context.append(f"the machine's {delayed.cpus} CPUs {delayed.machine_busy_pct:.0f}% busy")
+                context.append(f"the machine {delayed.machine_busy_pct:.0f}% busy")
             if loaded:
-                context.append(f"a plain thread's 50 us sleep under that load: p99 {loaded['p99_ns'] / 1e3:.0f} us")
+                context.append(f"a plain thread's {loaded['sleep_ns'] / 1e3:.0f} us sleep under that load: "
+                               f"p99 {loaded['p99_ns'] / 1e3:.0f} us")
             out.append(Target(name, p99 - tp99 if p99 is not None else None, limit,
                               f"p99 {p99:.1f} us" if p99 is not None else "-",
                               f"the timer's p99 {tp99:.1f} us (p50 {timer['p50_ns'] / 1e3:.1f})", "; ".join(context)))

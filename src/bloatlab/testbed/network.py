@@ -40,8 +40,8 @@ NAME_RE = re.compile(r"[a-z][a-z0-9-]{0,15}")
 PREFIX = "bloatlab"
 NETNS_PREFIXES = (f"{PREFIX}.", f"{PREFIX}-")  # what `clean` removes: networks' and tools' namespaces
 ETC_NETNS = Path("/etc/netns")
-# A state directory with no state file, untouched this long, is what a cut-short removal left;
-# a younger one may be a claim a moment before its state file is written.
+# A claim writes its state file a moment after making the directory: an older one without it
+# is what a cut-short removal left.
 UNREGISTERED_AGE_S = 60
 IFNAME_MAX = 15  # Linux IFNAMSIZ - 1
 BRIDGE = "br0"
@@ -88,8 +88,8 @@ def check_name(name: str) -> str:
         raise SpecError(f"{name!r} is not a valid network name; use 1 to 16 characters: a lowercase "
                         'letter, then lowercase letters, digits or "-" (e.g. t1)', field="name")
     if name == state.NIC_DIR.name:
-        raise SpecError(f"{name!r} is taken by bloatlab nic's journals ({state.NIC_DIR}); "
-                        "give the network another name", field="name")
+        raise SpecError(f"{name!r} is taken by bloatlab nic's journals ({state.NIC_DIR}); give the network "
+                        "another name (one made before this rule goes with: bloatlab clean --all)", field="name")
     return name
 
 
@@ -416,9 +416,9 @@ def _remove_network(name: str, namespaces: list[str], errors: list[BaseException
     try:
         if state.remove(name):
             removed.append(str(state.state_dir(name)))
-    except OSError as e:  # a file written into it meanwhile: `clean` takes what is left
+    except OSError as e:  # a file written into it meanwhile
         errors.append(BloatlabError(f"could not remove {state.state_dir(name)}: {e.strerror}; "
-                                    f"remove what is left with: bloatlab clean"))
+                                    f"remove what is left with: bloatlab down {name}"))
     _remove_if_empty(ETC_NETNS, state.RUN_DIR)
     return removed
 
@@ -505,8 +505,8 @@ def clean_orphaned_networks(errors: list[BloatlabError]) -> tuple[list[str], lis
     """Remove only what no live process owns: each network whose owner has died (or whose build
     never finished), namespaces of no registered network, tool namespaces whose process is
     gone, with their processes and /etc/netns entries, and old state directories with no state
-    file. Return (what was removed, the networks
-    spared); what could not be removed goes to `errors`."""
+    file. Return (what was removed, the networks spared); what could not be removed goes to
+    `errors`."""
     removed: list[str] = []
     states = state.list_states()
     for st in states:
@@ -521,9 +521,13 @@ def clean_orphaned_networks(errors: list[BloatlabError]) -> tuple[list[str], lis
               and not (ns.startswith(f"{PREFIX}-") and tool_owner_alive(ns))]
     removed += _delete_namespaces(strays, errors)
     for entry in state.unregistered(older_than_s=UNREGISTERED_AGE_S):
-        if not _nic_journals(entry):
-            shutil.rmtree(entry, ignore_errors=True)
+        try:
+            shutil.rmtree(entry)
             removed.append(str(entry))
+        except FileNotFoundError:
+            pass  # another clean took it
+        except OSError as e:
+            errors.append(BloatlabError(f"could not remove {entry}: {e.strerror}; bloatlab clean tries again"))
     live = {ns for st in spared for ns in st.namespaces}
     for etc in _etc_entries():
         if etc.name not in live and not netns.exists(etc.name):

@@ -101,14 +101,16 @@ def list_states() -> list[NetworkState]:
 
 def unregistered(older_than_s: float) -> list[Path]:
     """Directories under RUN_DIR with no state file, untouched for `older_than_s`: what a removal
-    cut short left (a file written into the directory while it went). A claim writes its state
-    file at once, so a younger one may be a network being built."""
+    cut short left (a file written into the directory while it went). Never nic's journals, which
+    a sweep may be writing into however old the directory."""
     if not RUN_DIR.exists():
         return []
     now = time.time()
     found = []
     for entry in sorted(RUN_DIR.iterdir()):
         try:
+            if entry.name == NIC_DIR.name or entry.is_symlink():
+                continue
             if entry.is_dir() and not (entry / STATE_FILE).exists() and now - entry.stat().st_mtime >= older_than_s:
                 found.append(entry)
         except FileNotFoundError:
@@ -117,8 +119,11 @@ def unregistered(older_than_s: float) -> list[Path]:
 
 
 def remove(name: str) -> bool:
+    """Remove network `name`'s directory; False if it was not there (or another process took it
+    meanwhile). An OSError is a file written into it while it went."""
     path = state_dir(name)
-    if not path.exists():
+    try:
+        shutil.rmtree(path)
+    except FileNotFoundError:
         return False
-    shutil.rmtree(path)
     return True

@@ -337,3 +337,52 @@ fn drops_are_not_kept_unless_asked() {
     p.take_drops(&mut kept);
     assert!(kept.is_empty() && p.queue_stats().drops.total() == 8);
 }
+
+/// What lets a link thread sleep deaf to arrivals until its next wake-up (bloatlab-link's
+/// direction.rs): a packet arriving at `t` never leaves before the next departure the pipeline
+/// named just before, nor before `t` plus the shortest delay, whatever the discipline (a fair
+/// queue's new flow goes first), rate, jitter or loss.
+#[test]
+fn no_arrival_leaves_before_the_departure_named_before_it() {
+    use crate::qdisc::{CakeParams, CodelParams, FqCodelParams};
+    use crate::wire::{synthetic_ipv4_udp, Ecn};
+    for seed in 0..40u64 {
+        let mut rng = Rng::new(seed);
+        let limit = Limit::Packets(20);
+        let queue = match seed % 5 {
+            0 => QueueConfig::DropTail(limit),
+            1 => QueueConfig::DropHead(limit),
+            2 => QueueConfig::Codel(limit, CodelParams::default()),
+            3 => QueueConfig::FqCodel(limit, FqCodelParams::default()),
+            _ => QueueConfig::Cake(limit, CakeParams::default()),
+        };
+        let rate = match seed % 3 {
+            0 => Rate::Constant { bps: 10_000_000 + rng.below_incl(990_000_000) },
+            1 => Rate::Trace(Trace::parse("1\n1\n4\n").unwrap()),
+            _ => Rate::Unlimited,
+        };
+        let mut c = cfg(rate, rng.below_incl(5 * MS), queue);
+        c.loss = 0.02;
+        c.jitter = Duration(c.delay.nanos() * (seed % 4) / 3);
+        c.seed = seed;
+        let mut p = Pipeline::new(&c, Instant(0));
+        let shortest = p.shortest_delay().nanos();
+        let mut earliest = Vec::new(); // by packet id: the soonest it may leave
+        let (mut t, mut departures) = (0, 0);
+        for _ in 0..4_000 {
+            t += rng.below_incl(150_000);
+            if rng.chance(0.7) {
+                let named = p.next_departure().map_or(0, |d| d.nanos());
+                earliest.push(named.max(t + shortest));
+                let len = 60 + rng.below_incl(1400) as usize;
+                let flow = rng.below_incl(6) as u32;
+                p.arrive_with(Instant(t), synthetic_ipv4_udp(flow, Ecn::NotEct, len), len as u32, 0);
+            }
+            for (id, at) in poll_at(&mut p, t) {
+                assert!(at >= earliest[id as usize], "seed {seed}: packet {id} left at {at}, before {}", earliest[id as usize]);
+                departures += 1;
+            }
+        }
+        assert!(departures > 100, "seed {seed}: only {departures} left");
+    }
+}

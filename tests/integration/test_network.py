@@ -93,7 +93,12 @@ def test_kernel_queue_at_the_sender_is_its_own_interface_queue(names):
         client = iperf3(net, 2, "bbr")
         backlogs = pfifo_backlogs(net, "bloatlab.tk9.h1", "h1-eth0", client)
         assert backlogs and max(pkts for pkts, _ in backlogs) >= 10, backlogs
-        assert all(nbytes <= pkts * 1514 for pkts, nbytes in backlogs), backlogs
+        # tc reads a qdisc's qlen and its byte backlog at two moments, unlocked: a burst enqueued
+        # in between can count in the bytes and not the packets (one sample in ~40 in CI). So
+        # most samples, and all of them together: a GSO packet would be up to 43 frames' bytes.
+        exact = [nbytes <= pkts * 1514 for pkts, nbytes in backlogs]
+        assert sum(exact) >= 0.8 * len(exact), backlogs
+        assert sum(b for _, b in backlogs) <= 1.05 * 1514 * sum(p for p, _ in backlogs), backlogs
         assert json.loads(client.stdout.read())["end"]["sum_received"]["bits_per_second"] > 0.9 * 10 * MBIT * 1448 / 1514
 
 

@@ -239,16 +239,21 @@ fn queue_log_records_backlog_and_sojourn() {
     assert_eq!(ev[3].reason, DropReason::QueueFull as u8);
 }
 
+/// By `seed`: a constant rate from `lo` to `lo + span` bit/s, a trace, or no limit.
+fn random_rate(seed: u64, rng: &mut Rng, lo: u64, span: u64) -> Rate {
+    match seed % 3 {
+        0 => Rate::Constant { bps: lo + rng.below_incl(span) },
+        1 => Rate::Trace(Trace::parse("1\n1\n4\n").unwrap()),
+        _ => Rate::Unlimited,
+    }
+}
+
 #[test]
 fn accounting_holds_under_random_traffic() {
     for seed in 0..20u64 {
         let mut rng = Rng::new(seed);
         let queue = if seed % 2 == 0 { QueueConfig::DropTail(Limit::Packets(5)) } else { QueueConfig::DropHead(Limit::Bytes(6000)) };
-        let rate = match seed % 3 {
-            0 => Rate::Constant { bps: 1_000_000 + rng.below_incl(100_000_000) },
-            1 => Rate::Trace(Trace::parse("1\n1\n4\n").unwrap()),
-            _ => Rate::Unlimited,
-        };
+        let rate = random_rate(seed, &mut rng, 1_000_000, 100_000_000);
         let mut c = cfg(rate, rng.below_incl(5 * MS), queue);
         c.loss = 0.05;
         c.jitter = Duration(c.delay.nanos() / 2);
@@ -356,11 +361,7 @@ fn no_arrival_leaves_before_the_departure_named_before_it() {
             3 => QueueConfig::FqCodel(limit, FqCodelParams::default()),
             _ => QueueConfig::Cake(limit, CakeParams::default()),
         };
-        let rate = match seed % 3 {
-            0 => Rate::Constant { bps: 10_000_000 + rng.below_incl(990_000_000) },
-            1 => Rate::Trace(Trace::parse("1\n1\n4\n").unwrap()),
-            _ => Rate::Unlimited,
-        };
+        let rate = random_rate(seed, &mut rng, 10_000_000, 990_000_000);
         let mut c = cfg(rate, rng.below_incl(5 * MS), queue);
         c.loss = 0.02;
         c.jitter = Duration(c.delay.nanos() * (seed % 4) / 3);

@@ -11,20 +11,21 @@
 //!     (overhead, mpu, ATM or PTM framing); 0 leaves the pace to the link;
 //!   - the ACK filter (acks.rs): a TCP ACK joining a flow drops an older one it makes redundant.
 //!
-//! Its parameters and the shaper's count of a packet's length are in params.rs.
+//! Its parameters and the shaper's count of a packet's length are in params.rs; a tin's flows,
+//! lists and counters in flows.rs.
 //!
 //! Not modelled: ingress and autorate modes, NAT lookups, GSO splitting.
 
 mod acks;
 mod cobalt;
+mod flows;
 mod params;
 mod tins;
 mod ways;
 
-use std::collections::VecDeque;
-
 pub use acks::AckFilter;
 pub use cobalt::{CobaltParams, CobaltVars, Signal};
+pub use flows::{TinReport, TinStats};
 pub use params::{CakeParams, Framing};
 pub use tins::{DiffservMode, FlowMode, TinShare};
 
@@ -32,123 +33,13 @@ use super::{DropReason, Limit, MarkReason, Packet, QueueDisc, Verdicts};
 use crate::rng::Rng;
 use crate::time::{Duration, Instant};
 use crate::wire;
-use ways::{claim_host, Host, Placement, QUEUES};
+use flows::{list_of, List, Set, Tin};
+use ways::{claim_host, Placement, QUEUES};
 
 /// The DSCP of frames that are not IP (ARP, mostly): network control, as Linux does.
 const NON_IP_DSCP: u8 = 56;
 /// The least buffer a shaped CAKE derives from its rate.
 const DEFAULT_BUFFER_FLOOR_BYTES: u64 = 4 << 20;
-
-/// Which list a flow is on, and how it counts.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Set {
-    None,
-    /// New: on the new list with its first quantum.
-    Sparse,
-    /// Emptied within its first quantum: counted sparse, served among the old.
-    SparseWait,
-    Bulk,
-    /// Empty, its COBALT state still decaying.
-    Decaying,
-}
-
-struct Flow {
-    q: VecDeque<Packet>,
-    backlog: usize,
-    deficit: i32,
-    set: Set,
-    cobalt: CobaltVars,
-    srchost: u16,
-    dsthost: u16,
-}
-
-/// One tin's counters, as `tc -s qdisc` shows them for cake.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct TinStats {
-    /// Packets and bytes that arrived (counted at enqueue, as Linux does).
-    pub packets: u64,
-    pub bytes: u64,
-    pub backlog_bytes: u64,
-    /// Dropped by COBALT or to make room.
-    pub drops: u64,
-    /// Dropped by the ACK filter (not among `drops`, as Linux counts them).
-    pub ack_drops: u64,
-    pub marks: u64,
-    /// Found in their set but not at their own slot; took a free way; shared a taken one.
-    pub way_indirect_hits: u64,
-    pub way_misses: u64,
-    pub way_collisions: u64,
-    /// Sojourn times: peak (fast up, slow down), average, base (fast down, slow up).
-    pub peak_delay: Duration,
-    pub avg_delay: Duration,
-    pub base_delay: Duration,
-    pub sparse_flows: u32,
-    pub bulk_flows: u32,
-    pub unresponsive_flows: u32,
-    pub max_len: u32,
-}
-
-/// What a tin reports: its name, threshold, quantum and COBALT parameters, and counters.
-#[derive(Clone, Debug, PartialEq)]
-pub struct TinReport {
-    pub name: &'static str,
-    pub threshold_bps: u64,
-    pub target: Duration,
-    pub interval: Duration,
-    pub flow_quantum: u32,
-    pub stats: TinStats,
-}
-
-struct Tin {
-    share: TinShare,
-    flows: Vec<Flow>,
-    tags: Vec<u32>,
-    hosts: Vec<Host>,
-    new_flows: VecDeque<u16>,
-    old_flows: VecDeque<u16>,
-    decaying_flows: VecDeque<u16>,
-    cobalt: CobaltParams,
-    flow_quantum: u32,
-    /// The tin's own schedule at its threshold rate (shaped), and its DRR deficit (unshaped).
-    time_next: Instant,
-    deficit: i32,
-    sparse: u32,
-    bulk: u32,
-    decaying: u32,
-    backlog: usize,
-    stats: TinStats,
-}
-
-impl Tin {
-    fn new(share: TinShare, p: &CakeParams) -> Self {
-        let rate = share.rate_bytes_per_s;
-        let flow_quantum = if rate == 0 { 1514 } else { (rate >> 12).clamp(300, 1514) as u32 };
-        let flows = (0..QUEUES)
-            .map(|_| Flow { q: VecDeque::new(), backlog: 0, deficit: 0, set: Set::None, cobalt: CobaltVars::default(), srchost: 0, dsthost: 0 })
-            .collect();
-        Tin {
-            cobalt: CobaltParams::for_rate(p.target, p.interval, p.mtu_bytes, rate),
-            share,
-            flows,
-            tags: vec![0; QUEUES],
-            hosts: vec![Host::default(); QUEUES],
-            new_flows: VecDeque::new(),
-            old_flows: VecDeque::new(),
-            decaying_flows: VecDeque::new(),
-            flow_quantum,
-            time_next: Instant::ZERO,
-            deficit: 0,
-            sparse: 0,
-            bulk: 0,
-            decaying: 0,
-            backlog: 0,
-            stats: TinStats::default(),
-        }
-    }
-    fn has_flows(&self) -> bool {
-        self.sparse + self.bulk > 0
-    }
-}
 
 pub struct Cake {
     p: CakeParams,
@@ -443,21 +334,6 @@ impl Cake {
         if was == Set::Bulk {
             self.host_bulk(tin, idx, false);
         }
-    }
-}
-
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum List {
-    New,
-    Old,
-    Decaying,
-}
-
-fn list_of(t: &mut Tin, l: List) -> &mut VecDeque<u16> {
-    match l {
-        List::New => &mut t.new_flows,
-        List::Old => &mut t.old_flows,
-        List::Decaying => &mut t.decaying_flows,
     }
 }
 

@@ -59,3 +59,25 @@ def test_cakes_tins_go_into_the_summary_by_direction_and_name():
         "peak_delay_ms": 2.5, "base_delay_ms": 0.04, "sparse_flows": 1, "bulk_flows": 0, "unresponsive_flows": 0,
         "way_indirect_hits": 0, "way_misses": 2, "way_collisions": 0}}}
     assert "tins" not in summary(RunRecord(experiment))
+
+
+def test_a_recovered_flow_without_its_clients_json_still_names_its_hosts_and_counts_in_the_totals(tmp_path):
+    # A run killed outright: iperf3's client never printed its JSON, its server's intervals are
+    # all there is. The flow's ends come from the spec, so the totals per pair still add up.
+    from bloatlab.experiment.clock import Clock
+    from bloatlab.experiment.workloads import BulkFlow
+
+    experiment = load_preset("cs244", ["duration=10s"])
+    bulk = next(w for w in experiment.workloads if w.kind == "bulk")
+    (tmp_path / f"{bulk.name}.server.txt").write_text(
+        "100.5 [  5]   0.00-1.00   sec  1.10 MBytes  9.00 Mbits/sec\n"
+        "101.5 [  5]   1.00-2.00   sec  1.20 MBytes  11.0 Mbits/sec\n")
+    running = BulkFlow(bulk, net=None, raw_dir=tmp_path, clock=Clock(t0_mono=100.0), port=5201)
+    running.started = running.recovered = True
+    got = running.collect()
+    flow = got.flows[bulk.name]
+    assert (flow["src"], flow["dst"], flow["cc"], flow["goodput_mbps"]) == (bulk.src, bulk.dst, bulk.cc, 10.0)
+    assert got.errors == [] and "interval reports" in got.warnings[0]
+    record = RunRecord(experiment, incomplete_reason="recovered")
+    record.collected.flows.update(got.flows, other={"kind": "bulk", "src": bulk.src, "dst": bulk.dst, "goodput_mbps": 2.0})
+    assert summary(record)["totals_mbps"] == {f"{bulk.src}->{bulk.dst}": 12.0}

@@ -96,7 +96,8 @@ class IperfFlow(Running):
         lines = server.read_text(errors="replace").splitlines() if server.exists() else []
         got.throughput = [(t - self.clock.t0_mono, self.w.name, mbps)
                           for t, mbps in parse_iperf3_intervals(lines)]
-        flow: dict[str, Any] = {"kind": self.w.kind, "goodput_mbps": None}
+        # Who sent to whom comes from the spec: known even when the client's JSON never came.
+        flow: dict[str, Any] = {"kind": self.w.kind, "goodput_mbps": None, **self.identity()}
         try:
             result = parse_iperf3(text)
             flow.update(self.flow_summary(result))
@@ -116,6 +117,9 @@ class IperfFlow(Running):
         got.flows[self.w.name] = flow
         return got
 
+    def identity(self) -> dict[str, Any]:
+        return {"src": self.w.src, "dst": self.w.dst, "dscp": dscp.name(self.w.dscp)}
+
     def flow_summary(self, result: IperfResult) -> dict[str, Any]:
         raise NotImplementedError
 
@@ -129,10 +133,12 @@ class BulkFlow(IperfFlow):
             args += ["-w", str(self.w.buffer_bytes)]
         return args
 
+    def identity(self) -> dict[str, Any]:
+        return {**super().identity(), "cc": self.w.cc}
+
     def flow_summary(self, result: IperfResult) -> dict[str, Any]:
         return {"goodput_mbps": result.receiver_bps / 1e6, "sender_mbps": result.sender_bps / 1e6,
-                "retransmits": result.retransmits, "seconds": result.seconds, "cc": self.w.cc,
-                "src": self.w.src, "dst": self.w.dst, "dscp": dscp.name(self.w.dscp)}
+                "retransmits": result.retransmits, "seconds": result.seconds}
 
 
 class UdpFlow(IperfFlow):
@@ -143,8 +149,7 @@ class UdpFlow(IperfFlow):
 
     def flow_summary(self, result: IperfResult) -> dict[str, Any]:
         return {"goodput_mbps": result.receiver_bps / 1e6, "sender_mbps": result.sender_bps / 1e6,
-                "lost_percent": result.lost_percent, "jitter_ms": result.jitter_ms,
-                "seconds": result.seconds, "src": self.w.src, "dst": self.w.dst, "dscp": dscp.name(self.w.dscp)}
+                "lost_percent": result.lost_percent, "jitter_ms": result.jitter_ms, "seconds": result.seconds}
 
 
 class PingFlow(Running):

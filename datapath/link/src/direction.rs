@@ -226,13 +226,13 @@ impl Direction {
             // Timer wake-ups run tens of microseconds late on a VM, later after long sleeps:
             // sleep until the learnt lead (at least `spin_ns`) before a departure, then spin
             // (still taking arrivals) for the rest. Other deadlines (a frame done serialising
-            // with delay still ahead) need no punctuality. With spin_ns 0 the thread only sleeps.
+            // with delay still ahead) wake nobody: `poll` catches virtual time up exactly
+            // whenever it runs. With spin_ns 0 the thread only sleeps.
             let now = monotonic_now().nanos();
-            let until = |t: Option<Instant>| t.map_or(MAX_WAIT_NS, |t| t.nanos().saturating_sub(now));
-            let (to_deadline, to_departure) = (until(pipe.next_deadline()), until(pipe.next_departure()));
+            let to_departure = pipe.next_departure().map_or(MAX_WAIT_NS, |t| t.nanos().saturating_sub(now));
             let lead = if self.spin_ns == 0 { 0 } else { wakeup.lead_ns(to_departure, now) };
             let sleep = if to_departure > lead {
-                to_deadline.min(to_departure - lead)
+                to_departure - lead
             } else if spin.allows(Instant(now)) {
                 if now.saturating_sub(last_tx_ns) >= WARM_AFTER_IDLE_NS && to_departure >= WARM_TAKES_NS {
                     self.tx.warm();

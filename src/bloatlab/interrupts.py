@@ -8,11 +8,16 @@ work call check(), which raises what was noted but not yet acted on.
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import sys
+import threading
+from collections.abc import Iterator
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 _active: list[Interrupts] = []
+# Per thread; handlers run in the main thread, so they read the main thread's holds.
+_local = threading.local()
 
 
 class Interrupts:
@@ -34,6 +39,10 @@ class Interrupts:
         if self.cleaning:
             print("\nbloatlab: cleaning up, one moment", file=sys.stderr)
             return
+        holds = getattr(_local, "holds", None)
+        if holds:
+            holds[-1].signalled = True
+            return
         raise KeyboardInterrupt
 
     def __exit__(self, *exc: object) -> None:
@@ -46,3 +55,22 @@ def check() -> None:
     """Raise KeyboardInterrupt if a stop signal came and its own raise may have been lost."""
     if any(i.received is not None and not i.cleaning for i in _active):
         raise KeyboardInterrupt
+
+
+class Hold:
+    signalled = False
+
+
+@contextlib.contextmanager
+def held() -> Iterator[Hold]:
+    """While a child process is being started: a stop signal is noted in the Hold, not raised,
+    and the caller raises it once it holds the child to wait for. Raised inside
+    subprocess.Popen (which waits for the child's exec), it would orphan the child: an `ip
+    netns add` then made its namespace after the teardown had looked for what to remove."""
+    holds = _local.__dict__.setdefault("holds", [])
+    hold = Hold()
+    holds.append(hold)
+    try:
+        yield hold
+    finally:
+        holds.pop()

@@ -23,6 +23,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from bloatlab import interrupts
 from bloatlab.errors import MachineError
 
 log = logging.getLogger(__name__)
@@ -58,18 +59,40 @@ def run(argv: Sequence[str], *, ns: str | None = None, input: str | None = None,
     full = in_namespace(ns, argv)
     log.debug("run: %s", shlex.join(full))
     try:
-        proc = subprocess.run(full, input=input, capture_output=True, text=True, timeout=timeout_s,
-                              stdin=None if input is not None else subprocess.DEVNULL)
+        with interrupts.held() as hold:
+            child = subprocess.Popen(full, stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     except FileNotFoundError:
         raise MachineError(f"`{full[0]}` is not installed (see bloatlab doctor)") from None
     except OSError as error:  # not executable, or the machine out of something
         raise MachineError(f"`{full[0]}` cannot be run: {error.strerror}") from None
-    except subprocess.TimeoutExpired as expired:  # subprocess.run has killed and reaped it
-        stderr = expired.stderr.decode(errors="replace") if isinstance(expired.stderr, bytes) else expired.stderr
-        raise CommandError(full, f"{stderr or ''}\ntimed out after {timeout_s:g} s") from None
-    if check and proc.returncode != 0:
-        raise CommandError(full, proc.stderr, proc.returncode)
-    return proc
+    with child:
+        try:
+            if hold.signalled:  # a stop signal came while it was started: now it can be waited for
+                raise KeyboardInterrupt
+            stdout, stderr = child.communicate(input, timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            child.kill()
+            _, stderr = child.communicate()
+            raise CommandError(full, f"{stderr or ''}\ntimed out after {timeout_s:g} s") from None
+        except BaseException:
+            # Whatever the command was doing (making a namespace, say) is done or undone
+            # before the caller, interrupted, removes what was made.
+            _settle(child)
+            raise
+    if check and child.returncode != 0:
+        raise CommandError(full, stderr, child.returncode)
+    return subprocess.CompletedProcess(full, child.returncode, stdout, stderr)
+
+
+def _settle(child: subprocess.Popen) -> None:
+    """Lets an interrupted command finish for a moment (bloatlab's take milliseconds), then
+    kills it; either way it is reaped."""
+    try:
+        child.wait(timeout=1.0)
+    except subprocess.TimeoutExpired:
+        child.kill()
+        child.wait()
 
 
 def output(argv: Sequence[str], **kwargs: Any) -> str:

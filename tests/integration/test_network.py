@@ -210,7 +210,10 @@ def test_userspace_link_delays_and_carries_arp(names, datapath_binary, tmp_path)
         time.sleep(0.5)  # the stats file is rewritten every 200 ms
         forward = dp.stats()["links"]["h1-h2"]["forward"]
         assert forward["departures"] >= 10 and forward["drops"]["queue_full"] == 0
+    # Its final report came before its sockets closed, and it was waited for after the rest.
     assert not process_alive(dp.pid, dp.starttime)
+    final = net.final_datapath_stats
+    assert final["running"] is False and final["links"]["h1-h2"]["forward"]["departures"] >= forward["departures"]
     log = read_qlog(tmp_path / "h1-h2.forward.qlog")
     assert (log["kind"] == KIND_ENQUEUE).sum() >= 10
     sojourn_ns = log["value"][log["kind"] == KIND_DEQUEUE]

@@ -63,6 +63,29 @@ def test_a_stop_signal_whose_exception_was_lost_is_raised_at_the_next_check():
     interrupts.check()  # and nothing once it is over
 
 
+def test_a_stop_signal_while_a_command_starts_is_raised_once_the_command_has_finished(tmp_path, monkeypatch):
+    # Raised inside subprocess.Popen, the interrupt would orphan the child: it would go on to
+    # make what it makes (a namespace) after the interrupted caller had removed what it made.
+    real_popen = proc.subprocess.Popen
+
+    def popen_interrupted_midway(*args, **kwargs):
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(0.1)  # the handler runs here, as it would while Popen waits for the exec
+        child = real_popen(*args, **kwargs)
+        started.append(child)
+        return child
+
+    started = []
+    monkeypatch.setattr(proc.subprocess, "Popen", popen_interrupted_midway)
+    made = tmp_path / "made"
+    with interrupts.Interrupts() as stop:
+        with pytest.raises(KeyboardInterrupt):
+            proc.run([sys.executable, "-c", f"import time, pathlib; time.sleep(0.3); pathlib.Path({str(made)!r}).touch()"])
+        assert stop.received == signal.SIGINT
+    # The command was let finish, and reaped, before the interrupt reached the caller.
+    assert made.exists() and started[0].returncode == 0
+
+
 def test_the_local_executor_runs_jobs_in_order_and_reports_failures(tmp_path):
     calls = []
 

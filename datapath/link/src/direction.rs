@@ -159,7 +159,7 @@ pub struct Direction {
 }
 
 impl Direction {
-    pub fn run(mut self, stop: &AtomicBool, gate: &RtGate) -> std::io::Result<()> {
+    pub fn run(&mut self, stop: &AtomicBool, gate: &RtGate) -> std::io::Result<()> {
         let mut priority = ThreadPriority::new(self.rt_priority);
         priority.update(gate, false, monotonic_now().nanos());
         let mut pipe = Pipeline::new(&self.cfg, monotonic_now());

@@ -9,7 +9,7 @@ mod socket;
 use std::fs::File;
 use std::io::BufWriter;
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration as StdDuration;
 
@@ -23,6 +23,10 @@ use direction::{Direction, Snapshot};
 use socket::{ifindex, PacketSocket, RxRing};
 
 static STOP: AtomicBool = AtomicBool::new(false);
+/// Link threads that have published their final figures. Their sockets close after that, and
+/// a closing packet socket waits for RCU grace periods (20 ms for a ring): the final report
+/// goes out before, so `down` can remove the namespaces while the sockets close.
+static FINISHED: AtomicUsize = AtomicUsize::new(0);
 static RT_GATE: sched::RtGate = sched::RtGate::new();
 
 extern "C" fn on_signal(_: libc::c_int) {
@@ -251,11 +255,14 @@ fn main() {
             std::thread::Builder::new()
                 .name(name.clone())
                 .spawn(move || {
+                    let mut d = d;
                     let r = d.run(&STOP, &RT_GATE);
                     if let Err(e) = &r {
                         eprintln!("bloatlab-link: {name}: {e}");
                         STOP.store(true, Ordering::Relaxed);
                     }
+                    FINISHED.fetch_add(1, Ordering::Release);
+                    drop(d); // its sockets: after the final report can go out
                     r.is_ok()
                 })
                 .unwrap()
@@ -286,7 +293,11 @@ fn main() {
         cpu.review(&RT_GATE);
         report(true, latency.state());
     }
-    let ok = handles.into_iter().map(|h| h.join().unwrap_or(false)).fold(true, |a, b| a && b);
+    // (A thread that panicked never counts: then wait for all of them to end.)
+    while FINISHED.load(Ordering::Acquire) < handles.len() && handles.iter().any(|h| !h.is_finished()) {
+        std::thread::sleep(StdDuration::from_millis(1));
+    }
     report(false, latency.state());
+    let ok = handles.into_iter().map(|h| h.join().unwrap_or(false)).fold(true, |a, b| a && b);
     std::process::exit(if ok { 0 } else { 1 });
 }

@@ -7,6 +7,7 @@ writes: the stats file and the binary queue logs.
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import time
@@ -111,6 +112,26 @@ class Datapath:
         if self.stats_path is None:
             raise MachineError(f"the stats file of {BINARY_NAME} {self.pid} is not known")
         return read_stats(self.stats_path)
+
+    def final_stats(self, timeout_s: float = STOP_TIMEOUT_S) -> dict[str, Any] | None:
+        """Asks it to stop (SIGTERM) and returns its final stats as soon as they are written
+        ("running": false), or whatever it last wrote once it has ended or timeout_s passed.
+        Its packet sockets close after that report, which takes tens of milliseconds of RCU
+        grace periods: the caller can remove the network meanwhile, then stop() it."""
+        if not self.alive():
+            return read_stats_if_any(self.stats_path) if self.stats_path is not None else None
+        try:
+            os.kill(self.pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+        deadline = time.monotonic() + timeout_s
+        while self.stats_path is not None:
+            stats = read_stats_if_any(self.stats_path)
+            if (stats is not None and stats.get("running") is False) or not self.alive() \
+                    or time.monotonic() >= deadline:
+                return stats
+            time.sleep(0.002)
+        return None
 
     def stop(self, timeout_s: float = STOP_TIMEOUT_S) -> bool:
         """SIGTERM (it flushes logs and final stats), SIGKILL after timeout_s. True if it ran."""

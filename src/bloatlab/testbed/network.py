@@ -29,7 +29,7 @@ from bloatlab import proc
 from bloatlab.errors import BloatlabError, MachineError, SpecError
 from bloatlab.specs.model import LinkSpec, Topology
 from bloatlab.testbed import capabilities, netns, state
-from bloatlab.testbed.datapath import BINARY_NAME as DATAPATH_BINARY, Datapath, read_stats_if_any
+from bloatlab.testbed.datapath import BINARY_NAME as DATAPATH_BINARY, Datapath
 from bloatlab.testbed.links.base import Captures, LinkBackend, Port, Site, middle_ifaces
 from bloatlab.testbed.links.kernel import KernelBackend, qdiscs_wanted
 from bloatlab.testbed.links.userspace import UserspaceBackend
@@ -343,14 +343,18 @@ class Network:
         errors: list[BaseException] = []
         dp = self.datapath
         try:
-            if dp is not None and dp.stop():  # first: it flushes its logs and final stats
-                removed.append(f"process {dp.pid} (bloatlab-link)")
-            if dp is not None and dp.stats_path is not None:
-                self.final_datapath_stats = read_stats_if_any(dp.stats_path)
+            if dp is not None:  # first: it flushes its logs and final stats
+                self.final_datapath_stats = dp.final_stats()
         except Exception as e:  # keep going: the namespaces must go whatever happened
             errors.append(e)
         namespaces = self._state.namespaces if self._state else []
-        removed += _remove_network(self.name, namespaces, errors)
+        # The datapath's sockets close meanwhile (tens of ms); it is waited for last.
+        removed += _remove_network(self.name, namespaces, errors, spare=dp.pid if dp is not None else None)
+        try:
+            if dp is not None and dp.stop():
+                removed.insert(0, f"process {dp.pid} (bloatlab-link)")
+        except Exception as e:
+            errors.append(e)
         if errors and not quiet:
             raise errors[0]
         for e in errors:
@@ -389,18 +393,21 @@ def _network_namespaces(name: str) -> list[str]:
     return [ns for ns in netns.list_namespaces() if ns.startswith(f"{PREFIX}.{name}.")]
 
 
-def _end_processes(namespaces: list[str]) -> list[str]:
-    """SIGTERM, then SIGKILL, every process in the namespaces."""
-    processes = [proc.identify(pid) for found in netns.pids_by_namespace(namespaces).values() for pid in found]
+def _end_processes(namespaces: list[str], spare: int | None = None) -> list[str]:
+    """SIGTERM, then SIGKILL, every process in the namespaces (but `spare`)."""
+    processes = [proc.identify(pid) for found in netns.pids_by_namespace(namespaces).values() for pid in found
+                 if pid != spare]
     return [f"process {pid}" for pid in proc.terminate(processes)]
 
 
-def _remove_network(name: str, namespaces: list[str], errors: list[BaseException]) -> list[str]:
-    """Remove what is left of network `name`: processes, namespaces, /etc/netns dirs, state."""
+def _remove_network(name: str, namespaces: list[str], errors: list[BaseException],
+                    spare: int | None = None) -> list[str]:
+    """Remove what is left of network `name`: processes (but `spare`, the datapath, which the
+    caller has stopped and waits for), namespaces, /etc/netns dirs, state."""
     removed: list[str] = []
     every = sorted(set(namespaces) | set(_network_namespaces(name)))
     try:
-        removed += _end_processes(every)
+        removed += _end_processes(every, spare)
     except Exception as e:
         errors.append(e)
     for ns in every:

@@ -58,41 +58,58 @@ def run(argv: Sequence[str], *, ns: str | None = None, input: str | None = None,
     """
     full = in_namespace(ns, argv)
     log.debug("run: %s", shlex.join(full))
+    child: subprocess.Popen | None = None
     try:
         with interrupts.held() as hold:
             child = subprocess.Popen(full, stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    except FileNotFoundError:
-        raise MachineError(f"`{full[0]}` is not installed (see bloatlab doctor)") from None
-    except OSError as error:  # not executable, or the machine out of something
-        raise MachineError(f"`{full[0]}` cannot be run: {error.strerror}") from None
-    with child:
-        try:
-            if hold.signalled:  # a stop signal came while it was started: now it can be waited for
-                raise KeyboardInterrupt
-            stdout, stderr = child.communicate(input, timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            child.kill()
-            _, stderr = child.communicate()
-            raise CommandError(full, f"{stderr or ''}\ntimed out after {timeout_s:g} s") from None
-        except BaseException:
+        if hold.signalled:  # a stop signal came while it was started: now it can be waited for
+            raise KeyboardInterrupt
+        stdout, stderr = child.communicate(input, timeout=timeout_s)
+    except subprocess.TimeoutExpired as expired:
+        _settle(child, 0.0)
+        stderr = expired.stderr.decode(errors="replace") if isinstance(expired.stderr, bytes) else expired.stderr
+        raise CommandError(full, f"{stderr or ''}\ntimed out after {timeout_s:g} s") from None
+    except OSError as error:
+        if child is not None:
+            _settle(child, 0.0)
+            raise
+        if hold.signalled:
+            raise KeyboardInterrupt from None
+        if isinstance(error, FileNotFoundError):
+            raise MachineError(f"`{full[0]}` is not installed (see bloatlab doctor)") from None
+        raise MachineError(f"`{full[0]}` cannot be run: {error.strerror}") from None  # not executable, say
+    except BaseException:
+        if child is not None:
             # Whatever the command was doing (making a namespace, say) is done or undone
             # before the caller, interrupted, removes what was made.
-            _settle(child)
-            raise
+            _settle(child, 1.0)
+        raise
     if check and child.returncode != 0:
         raise CommandError(full, stderr, child.returncode)
     return subprocess.CompletedProcess(full, child.returncode, stdout, stderr)
 
 
-def _settle(child: subprocess.Popen) -> None:
-    """Lets an interrupted command finish for a moment (bloatlab's take milliseconds), then
-    kills it; either way it is reaped."""
-    try:
-        child.wait(timeout=1.0)
-    except subprocess.TimeoutExpired:
-        child.kill()
-        child.wait()
+def _settle(child: subprocess.Popen, grace_s: float) -> None:
+    """Lets a command that run() gives up on finish for `grace_s` (bloatlab's take
+    milliseconds; its output is drained meanwhile), then kills it; either way it is reaped and
+    its pipes closed. A second stop signal meanwhile is noted, not raised, so the child is never
+    left running unreaped."""
+    with interrupts.held():
+        if grace_s > 0:
+            try:
+                child.communicate(timeout=grace_s)
+            except (subprocess.TimeoutExpired, ValueError, OSError):
+                pass
+        if child.poll() is None:
+            child.kill()
+            child.wait()  # not communicate(): a grandchild may hold the pipes open
+        for pipe in (child.stdin, child.stdout, child.stderr):
+            if pipe is not None:
+                try:
+                    pipe.close()
+                except OSError:
+                    pass
 
 
 def output(argv: Sequence[str], **kwargs: Any) -> str:

@@ -619,5 +619,7 @@ def test_the_kernel_backend_agrees_on_goodput_and_a_full_queue(names):
     measured("agreement", kernel_mbps=k_bps / 1e6, userspace_mbps=u_bps / 1e6, kernel_peak_ms=k_peak,
              userspace_peak_ms=u_peak, full_queue_ms=full_queue_ms)
     assert abs(u_bps / k_bps - 1) <= 0.03, found
-    assert abs(u_peak / k_peak - 1) <= 0.08, found
-    assert 0.9 * full_queue_ms <= k_peak <= 1.1 * full_queue_ms + 2, found
+    # Each peak is the highest of pings 50 ms apart, so either may miss the top by some ms
+    # (119 against 131 ms once in CI): both must show the full queue.
+    for peak in (k_peak, u_peak):
+        assert 0.9 * full_queue_ms <= peak <= 1.1 * full_queue_ms + 2, found

@@ -40,14 +40,19 @@ def link(a: str, b: str, backend: str = "kernel", queue_at: str = "link", **dire
     return LinkSpec(name=f"{a}-{b}", ends=(a, b), forward=d, reverse=d, backend=backend, queue_at=queue_at)
 
 
+def pfifo(ns: str, iface: str) -> dict:
+    """The pfifo on ns/iface as `tc -s -j` shows it."""
+    out = subprocess.run(["tc", "-n", ns, "-s", "-j", "qdisc", "show", "dev", iface], capture_output=True, text=True)
+    return next(q for q in json.loads(out.stdout) if q["kind"] == "pfifo")
+
+
 def pfifo_backlogs(net: Network, ns: str, iface: str, client: subprocess.Popen) -> list[tuple[int, int]]:
     """(packets, bytes) in the pfifo on ns/iface, sampled every 50 ms while `client` runs."""
     backlogs = []
     while client.poll() is None:
-        out = subprocess.run(["tc", "-n", ns, "-s", "-j", "qdisc", "show", "dev", iface], capture_output=True, text=True)
-        pfifo = next(q for q in json.loads(out.stdout) if q["kind"] == "pfifo")
-        if pfifo["qlen"]:
-            backlogs.append((pfifo["qlen"], pfifo["backlog"]))
+        q = pfifo(ns, iface)
+        if q["qlen"]:
+            backlogs.append((q["qlen"], q["backlog"]))
         time.sleep(0.05)
     return backlogs
 
@@ -85,7 +90,9 @@ def test_kernel_link_pings_by_name_and_shapes_to_its_rate(names):
         # (on h1's own interface they kept it near empty), and it holds frames, not GSO packets.
         client = iperf3(net, 4, "cubic")
         backlogs = pfifo_backlogs(net, port.ns, port.iface, client)
-        assert backlogs and max(pkts for pkts, _ in backlogs) >= 80, backlogs
+        # Full: a pfifo drops only at its limit. (Sampled every 50 ms, the backlog may miss slow
+        # start's brief peak, and after it cubic takes about 4 s to grow back: 75 once in CI.)
+        assert pfifo(port.ns, port.iface)["drops"] > 0 and max(pkts for pkts, _ in backlogs) >= 50, backlogs
         assert_frames_not_gso_packets(backlogs)
         # Physics: TCP through a 10 Mbit/s htb gets 10 Mbit/s times its payload share of a frame.
         received_bps = json.loads(client.stdout.read())["end"]["sum_received"]["bits_per_second"]

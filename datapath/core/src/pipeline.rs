@@ -168,6 +168,7 @@ impl Server {
                 }
                 // An opportunity with nothing to carry is wasted, as on a real cellular link.
                 let mut budget = TRACE_OPPORTUNITY_BYTES;
+                let mut held_until = None;
                 while budget > 0 {
                     if self.in_service.is_none() {
                         match take(t) {
@@ -176,7 +177,11 @@ impl Server {
                                 self.in_service = Some(p);
                             }
                             // Held back by the queue's shaper: this opportunity goes unused.
-                            Taken::Later(_) | Taken::Empty => break,
+                            Taken::Later(at) => {
+                                held_until = Some(at);
+                                break;
+                            }
+                            Taken::Empty => break,
                         }
                     }
                     let used = budget.min(self.left);
@@ -187,7 +192,11 @@ impl Server {
                     }
                 }
                 self.next_opp += 1;
-                if self.in_service.is_none() && budget > 0 {
+                if let Some(at) = held_until {
+                    // So are those before the shaper lets go: the next is the first at or after
+                    // then, whenever poll runs (an arrival's kick would otherwise skip ahead).
+                    self.next_opp = self.next_opp.max(trace.first_at_or_after(self.origin, at));
+                } else if self.in_service.is_none() && budget > 0 {
                     break; // queue empty: later opportunities are found afresh on arrival
                 }
             },

@@ -261,8 +261,11 @@ fn main() {
                         eprintln!("bloatlab-link: {name}: {e}");
                         STOP.store(true, Ordering::Relaxed);
                     }
+                    // Its files whole (run returns early on an error), then its sockets after
+                    // the final report can go out.
+                    drop((d.log.take(), d.capture.take()));
                     FINISHED.fetch_add(1, Ordering::Release);
-                    drop(d); // its sockets: after the final report can go out
+                    drop(d);
                     r.is_ok()
                 })
                 .unwrap()

@@ -342,19 +342,25 @@ class Network:
         removed: list[str] = []
         errors: list[BaseException] = []
         dp = self.datapath
+        ran = dp is not None and dp.alive()
         try:
-            if dp is not None:  # first: it flushes its logs and final stats
-                self.final_datapath_stats = dp.final_stats()
-        except Exception as e:  # keep going: the namespaces must go whatever happened
-            errors.append(e)
-        namespaces = self._state.namespaces if self._state else []
-        # The datapath's sockets close meanwhile (tens of ms); it is waited for last.
-        removed += _remove_network(self.name, namespaces, errors, spare=dp.pid if dp is not None else None)
-        try:
-            if dp is not None and dp.stop():
-                removed.insert(0, f"process {dp.pid} (bloatlab-link)")
-        except Exception as e:
-            errors.append(e)
+            try:
+                if dp is not None:  # first: it flushes its logs and final stats
+                    self.final_datapath_stats = dp.final_stats()
+            except Exception as e:  # keep going: the namespaces must go whatever happened
+                errors.append(e)
+            namespaces = self._state.namespaces if self._state else []
+            # The datapath's sockets close meanwhile (tens of ms); it is waited for last.
+            spare = (dp.pid, dp.starttime) if ran else None
+            removed += _remove_network(self.name, namespaces, errors, spare=spare)
+        finally:
+            try:
+                if dp is not None:
+                    dp.stop()
+                    if ran:
+                        removed.insert(0, f"process {dp.pid} (bloatlab-link)")
+            except Exception as e:
+                errors.append(e)
         if errors and not quiet:
             raise errors[0]
         for e in errors:
@@ -393,15 +399,16 @@ def _network_namespaces(name: str) -> list[str]:
     return [ns for ns in netns.list_namespaces() if ns.startswith(f"{PREFIX}.{name}.")]
 
 
-def _end_processes(namespaces: list[str], spare: int | None = None) -> list[str]:
-    """SIGTERM, then SIGKILL, every process in the namespaces (but `spare`)."""
-    processes = [proc.identify(pid) for found in netns.pids_by_namespace(namespaces).values() for pid in found
-                 if pid != spare]
+def _end_processes(namespaces: list[str], spare: tuple[int, int | None] | None = None) -> list[str]:
+    """SIGTERM, then SIGKILL, every process in the namespaces (but `spare`, by pid and start
+    time, so a process that took a dead one's pid is not spared)."""
+    processes = [ident for found in netns.pids_by_namespace(namespaces).values() for pid in found
+                 if (ident := proc.identify(pid)) != spare]
     return [f"process {pid}" for pid in proc.terminate(processes)]
 
 
 def _remove_network(name: str, namespaces: list[str], errors: list[BaseException],
-                    spare: int | None = None) -> list[str]:
+                    spare: tuple[int, int | None] | None = None) -> list[str]:
     """Remove what is left of network `name`: processes (but `spare`, the datapath, which the
     caller has stopped and waits for), namespaces, /etc/netns dirs, state."""
     removed: list[str] = []

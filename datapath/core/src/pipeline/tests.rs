@@ -387,3 +387,51 @@ fn no_arrival_leaves_before_the_departure_named_before_it() {
         assert!(departures > 100, "seed {seed}: only {departures} left");
     }
 }
+
+/// What lets a link thread wake only for departures (bloatlab-link's direction.rs): what leaves,
+/// and when, does not depend on when `poll` runs. One pipeline is polled at every deadline, its
+/// twin only as packets arrive and once at the end; both see the same arrivals.
+#[test]
+fn what_leaves_does_not_depend_on_when_poll_runs() {
+    use crate::qdisc::{CakeParams, CodelParams, FqCodelParams};
+    use crate::wire::{synthetic_ipv4_udp, Ecn};
+    for seed in 0..60u64 {
+        let mut rng = Rng::new(seed);
+        let limit = Limit::Packets(30);
+        // CAKE with its own shaper, below the link's rate or a trace's: it holds packets back.
+        let shaped = CakeParams { bandwidth_bps: 2_000_000 + rng.below_incl(20_000_000), ..CakeParams::default() };
+        let queue = match seed % 5 {
+            0 => QueueConfig::DropTail(limit),
+            1 => QueueConfig::Codel(limit, CodelParams::default()),
+            2 => QueueConfig::FqCodel(limit, FqCodelParams::default()),
+            3 => QueueConfig::Cake(limit, CakeParams::default()),
+            _ => QueueConfig::Cake(limit, shaped),
+        };
+        let rate = random_rate(seed / 5, &mut rng, 5_000_000, 100_000_000);
+        let mut c = cfg(rate, rng.below_incl(5 * MS), queue);
+        c.loss = 0.02;
+        c.jitter = Duration(c.delay.nanos() * (seed % 3) / 4);
+        c.seed = seed;
+        let (mut every, mut sparse) = (Pipeline::new(&c, Instant(0)), Pipeline::new(&c, Instant(0)));
+        let (mut left_every, mut left_sparse) = (Vec::new(), Vec::new());
+        let mut t = 0;
+        for _ in 0..2_000 {
+            t += rng.below_incl(400_000);
+            while let Some(d) = every.next_deadline().filter(|d| d.nanos() <= t) {
+                left_every.extend(poll_at(&mut every, d.nanos()));
+            }
+            let len = 60 + rng.below_incl(1400) as usize;
+            let flow = rng.below_incl(6) as u32;
+            every.arrive_with(Instant(t), synthetic_ipv4_udp(flow, Ecn::NotEct, len), len as u32, 0);
+            sparse.arrive_with(Instant(t), synthetic_ipv4_udp(flow, Ecn::NotEct, len), len as u32, 0);
+            left_every.extend(poll_at(&mut every, t));
+        }
+        let end = t + 10_000 * MS;
+        while let Some(d) = every.next_deadline().filter(|d| d.nanos() <= end) {
+            left_every.extend(poll_at(&mut every, d.nanos()));
+        }
+        left_sparse.extend(poll_at(&mut sparse, end));
+        assert!(left_every.len() > 100, "seed {seed}: only {} left", left_every.len());
+        assert_eq!(left_every, left_sparse, "seed {seed}: departures differ");
+    }
+}

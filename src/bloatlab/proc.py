@@ -67,12 +67,14 @@ def run(argv: Sequence[str], *, ns: str | None = None, input: str | None = None,
             raise KeyboardInterrupt
         stdout, stderr = child.communicate(input, timeout=timeout_s)
     except subprocess.TimeoutExpired as expired:
-        _settle(child, 0.0)
+        if _settle(child, 0.0):
+            raise KeyboardInterrupt from None
         stderr = expired.stderr.decode(errors="replace") if isinstance(expired.stderr, bytes) else expired.stderr
         raise CommandError(full, f"{stderr or ''}\ntimed out after {timeout_s:g} s") from None
     except OSError as error:
         if child is not None:
-            _settle(child, 0.0)
+            if _settle(child, 0.0):
+                raise KeyboardInterrupt from None
             raise
         if hold.signalled:
             raise KeyboardInterrupt from None
@@ -90,12 +92,12 @@ def run(argv: Sequence[str], *, ns: str | None = None, input: str | None = None,
     return subprocess.CompletedProcess(full, child.returncode, stdout, stderr)
 
 
-def _settle(child: subprocess.Popen, grace_s: float) -> None:
+def _settle(child: subprocess.Popen, grace_s: float) -> bool:
     """Lets a command that run() gives up on finish for `grace_s` (bloatlab's take
     milliseconds; its output is drained meanwhile), then kills it; either way it is reaped and
-    its pipes closed. A second stop signal meanwhile is noted, not raised, so the child is never
-    left running unreaped."""
-    with interrupts.held():
+    its pipes closed. A stop signal meanwhile is noted, not raised, so the child is never left
+    running unreaped; returns whether one came, for the caller to raise."""
+    with interrupts.held() as hold:
         if grace_s > 0:
             try:
                 child.communicate(timeout=grace_s)
@@ -110,6 +112,7 @@ def _settle(child: subprocess.Popen, grace_s: float) -> None:
                     pipe.close()
                 except OSError:
                     pass
+    return hold.signalled
 
 
 def output(argv: Sequence[str], **kwargs: Any) -> str:

@@ -209,6 +209,43 @@ def test_detached_it_outlives_its_parent(wire, started):
     assert wire.stats()["running"] is False
 
 
+def wait_for(check, timeout_s: float, what: str) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not check():
+        assert time.monotonic() < deadline, f"not within {timeout_s} s: {what}"
+        time.sleep(0.05)
+
+
+@pytest.mark.skipif(not Path("/proc/pressure/cpu").exists(), reason="this kernel has no PSI (/proc/pressure/cpu)")
+def test_while_tasks_wait_for_cpu_the_links_batch_and_frames_still_cross(wire, started):
+    """More busy tasks than CPUs keep PSI's "some" CPU pressure near 1: the link threads batch
+    their departures (docs/datapath.md, "Timing"), and stop once the tasks end."""
+    child = subprocess.Popen(wire.argv(IDLE_LINK), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+    started(child.pid)
+    wire.wait_ready(child.pid)
+
+    def batching() -> dict:
+        return (wire.stats() or {}).get("batching") or {}
+
+    busy = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range((os.cpu_count() or 1) + 1)]
+    try:
+        for b in busy:
+            started(b.pid)
+        wait_for(lambda: batching().get("active") is True, 5.0, f"batching under load: {batching()}")
+        assert batching()["pressure"] > 0.4
+        # Still a link: every ping crosses, and none sooner than the 1 ms of delay each way.
+        out = wire.ping("-c", "20", "-i", "0.01", "-W", "2").stdout
+        assert "20 received" in out, out
+        assert float(out.split(" = ")[-1].split("/")[0]) >= 2.0, out
+    finally:
+        for b in busy:
+            b.kill()
+            b.wait()
+    wait_for(lambda: batching().get("active") is False, 5.0, f"batching stops with the load: {batching()}")
+    assert 0 < batching()["periods_batching"] < batching()["periods"]
+
+
 def idle_entries() -> dict[str, int]:
     """How often the CPUs entered each idle state but polling, summed (cpuidle in sysfs)."""
     counts: dict[str, int] = {}

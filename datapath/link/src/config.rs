@@ -41,6 +41,66 @@ pub struct Config {
     /// (sched::CpuLatency); null asks nothing.
     #[serde(default = "default_cpu_latency_us")]
     pub cpu_latency_us: Option<u32>,
+    /// While the machine's tasks wait for CPU, a thread past a smaller spin share batches its
+    /// departures (sched::CpuPressure); null never batches.
+    #[serde(default = "default_batching")]
+    pub batching: Option<Batching>,
+}
+
+/// When and how the link threads batch departures to leave the hosts CPU (sched::CpuPressure).
+/// Absent fields take the defaults, measured on a 2-vCPU VM (docs/datapath.md, "Timing").
+#[derive(Deserialize, Clone, Copy, Debug, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct Batching {
+    /// Share of a report period in which some task waited for CPU (PSI's "some") that starts
+    /// batching: 0.39-0.57 with the links spinning at 1 Gbit/s, 0.17-0.39 at 500 Mbit/s.
+    pub enter_pressure: f64,
+    /// ... and the share below which batching stops: 0.24-0.40 while batching at 1 Gbit/s.
+    pub exit_pressure: f64,
+    /// The share of each 10 ms window a thread may spin while batching (0.75 otherwise).
+    pub spin_share: f64,
+    /// Past that share, the shortest sleep, deaf to arrivals; what fell due meanwhile leaves
+    /// together.
+    pub sleep_ns: u64,
+}
+
+impl Default for Batching {
+    fn default() -> Self {
+        Batching { enter_pressure: 0.4, exit_pressure: 0.2, spin_share: 0.1, sleep_ns: 50_000 }
+    }
+}
+
+/// The longest batching sleep: a thread sleeping deaf must not let its ring fill (socket.rs's
+/// RING_BLOCKS hold 5 ms of full-size frames at 20 Gbit/s).
+pub const MAX_BATCH_SLEEP_NS: u64 = 1_000_000;
+
+impl Batching {
+    fn validate(&self) -> Result<(), String> {
+        for (name, v) in [("enter_pressure", self.enter_pressure), ("exit_pressure", self.exit_pressure)] {
+            if !(0.0..=1.0).contains(&v) {
+                return Err(format!("batching.{name}: {v} is not a share from 0 to 1"));
+            }
+        }
+        if self.exit_pressure >= self.enter_pressure {
+            return Err(format!("batching.exit_pressure: {} must be below enter_pressure ({})", self.exit_pressure, self.enter_pressure));
+        }
+        if !(0.0..=SPIN_SHARE).contains(&self.spin_share) {
+            return Err(format!("batching.spin_share: {} is not from 0 to {SPIN_SHARE}", self.spin_share));
+        }
+        if !(1..=MAX_BATCH_SLEEP_NS).contains(&self.sleep_ns) {
+            return Err(format!("batching.sleep_ns: {} is not from 1 to {MAX_BATCH_SLEEP_NS} (1 ms)", self.sleep_ns));
+        }
+        Ok(())
+    }
+}
+
+/// The share of each 10 ms window a link thread may spin when not batching: at packet rates
+/// where a departure is always near, the datapath then sleeps and departures come a little
+/// late rather than taking a core from the hosts' stacks.
+pub const SPIN_SHARE: f64 = 0.75;
+
+fn default_batching() -> Option<Batching> {
+    Some(Batching::default())
 }
 
 /// 0: idle CPUs poll rather than halt, so a thread (and a host) woken by a frame runs at once.
@@ -368,6 +428,9 @@ impl Config {
         if cfg.links.is_empty() {
             return Err("links: no link to emulate".into());
         }
+        if let Some(b) = &cfg.batching {
+            b.validate()?;
+        }
         for (i, l) in cfg.links.iter().enumerate() {
             // Names key the stats file and the queue logs' file names.
             if cfg.links[..i].iter().any(|o| o.name == l.name) {
@@ -462,5 +525,19 @@ mod tests {
         };
         assert!(queue(r#"{"discipline": "droptail", "packets": 1000001}"#).starts_with("queue.packets: 1000001 is above"));
         assert!(queue(r#"{"discipline": "droptail", "bytes": 1073741825}"#).starts_with("queue.bytes: 1073741825 is above"));
+    }
+
+    #[test]
+    fn batching_takes_defaults_for_what_is_absent_and_is_held_to_its_bounds() {
+        let parse = |text: &str| serde_json::from_str::<Batching>(text).map_err(|e| e.to_string()).and_then(|b| b.validate().map(|_| b));
+        assert_eq!(parse("{}"), Ok(Batching::default()));
+        assert_eq!(parse(r#"{"sleep_ns": 100000}"#).unwrap().sleep_ns, 100_000);
+        let err = |text: &str| parse(text).err().unwrap_or_default();
+        assert!(err(r#"{"enter_pressure": 1.5}"#).starts_with("batching.enter_pressure: 1.5 is not a share"));
+        assert!(err(r#"{"exit_pressure": 0.4}"#).starts_with("batching.exit_pressure: 0.4 must be below enter_pressure (0.4)"));
+        assert!(err(r#"{"spin_share": 0.9}"#).starts_with("batching.spin_share: 0.9 is not from 0 to 0.75"));
+        assert!(err(r#"{"sleep_ns": 0}"#).starts_with("batching.sleep_ns: 0 is not from 1"));
+        assert!(err(r#"{"sleep_ns": 1000001}"#).starts_with("batching.sleep_ns: 1000001"));
+        assert!(err(r#"{"spin": 1}"#).contains("unknown field"));
     }
 }

@@ -14,7 +14,8 @@ use bloatlab_core::{DirectionConfig, Instant, Pipeline};
 use bloatlab_link::capture::{Capture, CaptureCounts};
 
 use crate::clock::{monotonic_now, realtime_offset_ns, WakeupLead};
-use crate::sched::{RtGate, ThreadPriority, LAST_ARRIVAL_NS};
+use bloatlab_link::config::{Batching, SPIN_SHARE};
+use crate::sched::{RtGate, ThreadPriority, BATCHING, LAST_ARRIVAL_NS};
 use crate::socket::{PacketSocket, RxRing, TxBatch};
 
 /// Frames taken from the ring per turn of the loop.
@@ -92,9 +93,10 @@ fn arrival_time(stamp_real_ns: u64, rt_offset: i64, last: Instant, read_at: Inst
     Instant((mono.max(0) as u64).max(last.nanos()))
 }
 
-/// Caps the share of time a thread spends spinning, so that at high packet rates (where a
-/// departure is always near) the datapath does not take a whole core from the hosts' stacks;
-/// past the cap it sleeps and departures are a little late instead.
+/// Caps the share of time a thread spends spinning (config::SPIN_SHARE, or Batching's
+/// smaller one), so that at high packet rates (where a departure is always near) the datapath
+/// does not take a whole core from the hosts' stacks; past the cap it sleeps and departures
+/// are a little late instead.
 #[derive(Default)]
 struct SpinBudget {
     window_start: u64,
@@ -105,13 +107,12 @@ struct SpinBudget {
 
 impl SpinBudget {
     const WINDOW_NS: u64 = 10_000_000;
-    const MAX_SHARE: f64 = 0.75;
-    fn allows(&mut self, now: Instant) -> bool {
+    fn allows(&mut self, now: Instant, share: f64) -> bool {
         if now.nanos() - self.window_start >= Self::WINDOW_NS {
             self.window_start = now.nanos();
             self.spun_ns = 0;
         }
-        (self.spun_ns as f64) < Self::MAX_SHARE * Self::WINDOW_NS as f64
+        (self.spun_ns as f64) < share * Self::WINDOW_NS as f64
     }
     /// The thread spins on at `now`: all the time since its previous choice to spin counts,
     /// the turn of the loop it ran meanwhile included, not only the pause.
@@ -156,6 +157,8 @@ pub struct Direction {
     pub spin_ns: u64,
     /// SCHED_FIFO priority for this thread while the gate allows (0: normal scheduling).
     pub rt_priority: i32,
+    /// How to batch departures while sched::BATCHING is set (None: never).
+    pub batching: Option<Batching>,
 }
 
 impl Direction {
@@ -231,9 +234,12 @@ impl Direction {
             let now = monotonic_now().nanos();
             let to_departure = pipe.next_departure().map_or(MAX_WAIT_NS, |t| t.nanos().saturating_sub(now));
             let lead = if self.spin_ns == 0 { 0 } else { wakeup.lead_ns(to_departure, now) };
+            // While the hosts wait for CPU (sched::CpuPressure), a thread past a smaller spin
+            // share sleeps at least `sleep_ns`, deaf, and sends what fell due meanwhile at once.
+            let batching = self.batching.filter(|_| BATCHING.load(Ordering::Relaxed));
             let sleep = if to_departure > lead {
                 to_departure - lead
-            } else if spin.allows(Instant(now)) {
+            } else if spin.allows(Instant(now), batching.map_or(SPIN_SHARE, |b| b.spin_share)) {
                 if now.saturating_sub(last_tx_ns) >= WARM_AFTER_IDLE_NS && to_departure >= WARM_TAKES_NS {
                     self.tx.warm();
                     last_tx_ns = now;
@@ -241,6 +247,8 @@ impl Direction {
                 spin.spin_at(now);
                 std::hint::spin_loop();
                 continue;
+            } else if let Some(b) = batching {
+                to_departure.max(b.sleep_ns)
             } else {
                 to_departure
             };
@@ -249,7 +257,8 @@ impl Direction {
             }
             let sleep = sleep.min(MAX_WAIT_NS);
             spin.sleeps();
-            if !self.rx.socket().wait(Some(sleep), listens(sleep, pipe.shortest_delay().nanos())) {
+            let listen = listens(sleep, pipe.shortest_delay().nanos()) && (batching.is_none() || to_departure > lead);
+            if !self.rx.socket().wait(Some(sleep), listen) {
                 // Woken by the timer, not by a frame: how late it came, for the lead of
                 // departures as far ahead as this one (or of sleeps this long).
                 let ahead = if sleep + lead == to_departure { to_departure } else { sleep };

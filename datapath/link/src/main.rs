@@ -165,7 +165,13 @@ fn tin_json(t: &TinReport) -> Value {
 }
 
 /// Writes the stats file atomically (temp file + rename), so readers never see half of it.
-fn write_stats(path: &Path, links: &[(String, Arc<Mutex<Snapshot>>, Arc<Mutex<Snapshot>>)], running: bool, rt_offset: i64, latency: (Option<u32>, bool)) -> std::io::Result<()> {
+/// The process's own scheduling, for the stats file: the PM QoS request and the batching.
+fn sched_state(latency: &sched::CpuLatency, pressure: &sched::CpuPressure) -> Value {
+    let (bound_us, held) = latency.state();
+    json!({"cpu_latency": {"bound_us": bound_us, "held": held}, "batching": pressure.state()})
+}
+
+fn write_stats(path: &Path, links: &[(String, Arc<Mutex<Snapshot>>, Arc<Mutex<Snapshot>>)], running: bool, rt_offset: i64, sched: Value) -> std::io::Result<()> {
     let mut lj = serde_json::Map::new();
     for (name, f, r) in links {
         let (f, r) = (f.lock().unwrap().clone(), r.lock().unwrap().clone());
@@ -173,7 +179,7 @@ fn write_stats(path: &Path, links: &[(String, Arc<Mutex<Snapshot>>, Arc<Mutex<Sn
     }
     let doc = json!({"pid": std::process::id(), "running": running, "clock": "monotonic",
                      "realtime_offset_ns": rt_offset,
-                     "cpu_latency": {"bound_us": latency.0, "held": latency.1}, "links": lj});
+                     "cpu_latency": sched["cpu_latency"], "batching": sched["batching"], "links": lj});
     let tmp = path.with_extension("tmp");
     std::fs::write(&tmp, serde_json::to_vec_pretty(&doc).unwrap())?;
     std::fs::rename(&tmp, path)
@@ -237,7 +243,7 @@ fn main() {
             pair.push(snap.clone());
             directions.push((
                 format!("{}.{which}", l.name),
-                Direction { cfg: dj.resolve().unwrap(), rx: rings.next().expect("a ring per direction").unwrap_or_else(|e| fail(e)), tx: PacketSocket::open(dst).unwrap_or_else(|e| fail(e)), tx_batch: Default::default(), log, capture, shared: snap, spin_ns: cfg.spin_ns, rt_priority: cfg.rt_priority },
+                Direction { cfg: dj.resolve().unwrap(), rx: rings.next().expect("a ring per direction").unwrap_or_else(|e| fail(e)), tx: PacketSocket::open(dst).unwrap_or_else(|e| fail(e)), tx_batch: Default::default(), log, capture, shared: snap, spin_ns: cfg.spin_ns, rt_priority: cfg.rt_priority, batching: cfg.batching },
             ));
         }
         shared.push((l.name.clone(), pair[0].clone(), pair[1].clone()));
@@ -247,7 +253,8 @@ fn main() {
     let stats_path = cfg.stats_path.clone();
     // The first report is the readiness signal: failing it is a config error.
     let mut latency = sched::CpuLatency::open(cfg.cpu_latency_us);
-    write_stats(&stats_path, &shared, true, rt_offset, latency.state()).unwrap_or_else(|e| die(2, format!("stats_path: {}: {e}", stats_path.display())));
+    let mut pressure = sched::CpuPressure::new(cfg.batching);
+    write_stats(&stats_path, &shared, true, rt_offset, sched_state(&latency, &pressure)).unwrap_or_else(|e| die(2, format!("stats_path: {}: {e}", stats_path.display())));
 
     let handles: Vec<_> = directions
         .into_iter()
@@ -273,8 +280,8 @@ fn main() {
         .collect();
 
     let mut reported = false;
-    let mut report = |running: bool, latency: (Option<u32>, bool)| {
-        if let Err(e) = write_stats(&stats_path, &shared, running, rt_offset, latency) {
+    let mut report = |running: bool, sched: Value| {
+        if let Err(e) = write_stats(&stats_path, &shared, running, rt_offset, sched) {
             if !std::mem::replace(&mut reported, true) {
                 eprintln!("bloatlab-link: cannot write {}: {e}", stats_path.display());
             }
@@ -294,13 +301,14 @@ fn main() {
             }
         }
         cpu.review(&RT_GATE);
-        report(true, latency.state());
+        pressure.review();
+        report(true, sched_state(&latency, &pressure));
     }
     // (A thread that panicked never counts: then wait for all of them to end.)
     while FINISHED.load(Ordering::Acquire) < handles.len() && handles.iter().any(|h| !h.is_finished()) {
         std::thread::sleep(StdDuration::from_millis(1));
     }
-    report(false, latency.state());
+    report(false, sched_state(&latency, &pressure));
     let ok = handles.into_iter().map(|h| h.join().unwrap_or(false)).fold(true, |a, b| a && b);
     std::process::exit(if ok { 0 } else { 1 });
 }

@@ -111,6 +111,9 @@ class CaseResult:
     # The whole machine over the TCP flow (a loaded timer sample included): the share of all its
     # CPUs' time not idle. Near 100, every thread (link, host or iperf3) waits for a CPU.
     machine_busy_pct: float | None = None
+    # The share of the datapath's report periods, from the TCP flow on, in which its threads
+    # batched departures to leave the hosts CPU (the machine's CPU pressure; docs/datapath.md).
+    batching_pct: float | None = None
     unintended_drops: int | None = None
     drops: dict[str, int] = field(default_factory=dict)
     # A "pcap" case's captures per direction: the departures counted, and each file's counts
@@ -307,6 +310,7 @@ def _measure(net: Network, case: Case, res: CaseResult, duration_s: float,
     # 2. TCP with pings riding along: goodput over `duration_s` after the warm-up.
     dp = net.datapath
     cpu0, t0 = (_cpu_seconds(dp.pid), time.monotonic()) if dp else (0.0, 0.0)
+    batching0 = _batching_periods(dp.stats()) if dp else None
     machine0 = _machine_cpu_ticks()
     interval = "0.1" if (rate or 10**12) <= 20_000_000 else "0.02"
     warm = warmup_s(case)
@@ -354,7 +358,11 @@ def _measure(net: Network, case: Case, res: CaseResult, duration_s: float,
     # 4. What the datapath saw.
     unintended = _interface_drops(net)
     if dp:
-        stats = dp.stats()["links"]["h1-h2"]
+        whole = dp.stats()
+        if batching0 is not None and (batching := _batching_periods(whole)) is not None:
+            periods = batching[0] - batching0[0]
+            res.batching_pct = 100 * (batching[1] - batching0[1]) / periods if periods else None
+        stats = whole["links"]["h1-h2"]
         fwd = stats["forward"]["depart_error_ns"]
         res.depart_error_p50_us = fwd["p50"] / 1e3
         res.depart_error_p99_us = fwd["p99"] / 1e3
@@ -363,6 +371,12 @@ def _measure(net: Network, case: Case, res: CaseResult, duration_s: float,
                 res.drops[reason] = res.drops.get(reason, 0) + n
         unintended += sum(res.drops.get(k, 0) for k in ("rx_overrun", "tx_error", "oversize", "runt"))
     res.unintended_drops = unintended
+
+
+def _batching_periods(stats: dict[str, Any]) -> tuple[int, int] | None:
+    """The datapath's report periods so far, and those it batched in (None: it never batches)."""
+    b = stats.get("batching")
+    return (b["periods"], b["periods_batching"]) if b else None
 
 
 def cases(rates: list[int | None], delays: list[int], kernel_qdiscs: dict[str, bool],

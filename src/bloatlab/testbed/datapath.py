@@ -127,8 +127,12 @@ class Datapath:
         deadline = time.monotonic() + timeout_s
         while self.stats_path is not None:
             stats = read_stats_if_any(self.stats_path)
-            if (stats is not None and stats.get("running") is False) or not self.alive() \
-                    or time.monotonic() >= deadline:
+            if stats is not None and stats.get("running") is False:
+                return stats
+            if not self.alive():
+                # It may have written its final report between the read and this check.
+                return read_stats_if_any(self.stats_path)
+            if time.monotonic() >= deadline:
                 return stats
             time.sleep(0.002)
         return None

@@ -4,6 +4,7 @@ and its JSON carries each figure beside the baseline this machine gave in the sa
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -51,6 +52,14 @@ def test_the_delay_targets_are_figures_beside_their_baselines(tmp_path):
     # The machine's load beside it: the flow and the datapath keep its CPUs partly busy.
     assert 1 < case["machine_busy_pct"] <= 100
     assert f"the machine {case['machine_busy_pct']:.0f}% busy" in targets["lateness"]["detail"]
+    # And the timer under that load, slept as a link thread sleeps (real-time), then by a plain thread.
+    rt, plain = doc["timer_loaded_rt"], doc["timer_loaded"]
+    assert rt["rt_priority"] == 10 and plain["rt_priority"] is None and rt["count"] == plain["count"] == 2000
+    assert (f"a real-time thread's p99 {rt['p99_ns'] / 1e3:.0f} us, a plain thread's p99 {plain['p99_ns'] / 1e3:.0f} us"
+            in targets["lateness"]["detail"])
+    # Whether the links batched for the hosts (the kernel's CPU pressure) is part of the case.
+    assert (case["batching_pct"] is None) == (not Path("/proc/pressure/cpu").exists())
+    assert case["batching_pct"] is None or 0 <= case["batching_pct"] <= 100
 
 
 def test_shaped_tcp_climbs_above_the_given_rates_until_its_target_is_within_reach(tmp_path):

@@ -118,8 +118,10 @@ fn default_spin_ns() -> u64 {
 /// Low among real-time priorities: above every normal thread, below the kernel's
 /// threaded interrupt handlers (50).
 fn default_rt_priority() -> i32 {
-    10
+    DEFAULT_RT_PRIORITY
 }
+
+pub const DEFAULT_RT_PRIORITY: i32 = 10;
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]

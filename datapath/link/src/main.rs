@@ -64,7 +64,12 @@ fn parse_args() -> Usage {
                 };
                 let ns = num(args.next(), "NS", 1_000_000_000);
                 let count = num(args.next(), "COUNT", 1_000_000);
-                println!("{}", timer_overshoot(ns, count));
+                let rt = match args.next().as_deref() {
+                    None => false,
+                    Some("--rt") => true,
+                    Some(other) => die(2, format!("--timer: unknown argument {other:?}; usage: bloatlab-link --timer NS COUNT [--rt]")),
+                };
+                println!("{}", timer_overshoot(ns, count, rt));
                 std::process::exit(0);
             }
             "--describe" => {
@@ -72,7 +77,7 @@ fn parse_args() -> Usage {
                 std::process::exit(0);
             }
             "-h" | "--help" => {
-                println!("usage: bloatlab-link --config FILE [--detach]\n       bloatlab-link --timer NS COUNT\n       bloatlab-link --describe\n       bloatlab-link --version\n\nEmulates the links FILE describes (JSON, see docs/datapath.md).\n--detach: keep running when the parent exits (for `bloatlab up`).\n--timer: sleep COUNT times for NS nanoseconds as a link thread does (ppoll, 1 ns timer slack) and print how late each woke (JSON: p50, p99, max in ns) and the CPU time each sleep took (cpu_ns): the machine's own timer, the baseline of departure lateness.\n--describe: print the disciplines the config takes, with their defaults, and the drop and mark reason codes (JSON).");
+                println!("usage: bloatlab-link --config FILE [--detach]\n       bloatlab-link --timer NS COUNT [--rt]\n       bloatlab-link --describe\n       bloatlab-link --version\n\nEmulates the links FILE describes (JSON, see docs/datapath.md).\n--detach: keep running when the parent exits (for `bloatlab up`).\n--timer: sleep COUNT times for NS nanoseconds as a link thread does (ppoll, 1 ns timer slack) and print how late each woke (JSON: p50, p99, max in ns) and the CPU time each sleep took (cpu_ns): the machine's own timer, the baseline of departure lateness. --rt: sleep at the link threads' real-time priority (rt_priority: its value, or null where refused).\n--describe: print the disciplines the config takes, with their defaults, and the drop and mark reason codes (JSON).");
                 std::process::exit(0);
             }
             other => die(2, format!("unknown argument {other:?}; usage: bloatlab-link --config FILE [--detach]")),
@@ -84,8 +89,14 @@ fn parse_args() -> Usage {
 /// The machine's timer, as a link thread meets it: COUNT sleeps of NS each through ppoll with
 /// 1 ns of slack, and how long after its due time each one ended. A departure can be no more
 /// punctual than this, so it is the baseline `bloatlab bench machine` and each run judge by.
-fn timer_overshoot(ns: u64, count: u64) -> Value {
+/// With `rt`, at the link threads' default real-time priority: under load, what a link thread
+/// could get, where a normal thread waits behind the hosts.
+fn timer_overshoot(ns: u64, count: u64, rt: bool) -> Value {
     unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1) };
+    let rt_priority = rt.then_some(bloatlab_link::config::DEFAULT_RT_PRIORITY).filter(|&prio| {
+        let p = libc::sched_param { sched_priority: prio };
+        unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &p) == 0 }
+    });
     let ts = libc::timespec { tv_sec: (ns / 1_000_000_000) as i64, tv_nsec: (ns % 1_000_000_000) as i64 };
     let mut late: Vec<u64> = Vec::with_capacity(count as usize);
     let cpu0 = clock::read(libc::CLOCK_THREAD_CPUTIME_ID);
@@ -100,7 +111,7 @@ fn timer_overshoot(ns: u64, count: u64) -> Value {
     let cpu_ns = (clock::read(libc::CLOCK_THREAD_CPUTIME_ID) - cpu0) / count;
     late.sort_unstable();
     let at = |q: f64| late[((late.len() - 1) as f64 * q).round() as usize];
-    json!({"sleep_ns": ns, "count": count, "p50_ns": at(0.5), "p99_ns": at(0.99), "max_ns": at(1.0), "cpu_ns": cpu_ns})
+    json!({"sleep_ns": ns, "count": count, "p50_ns": at(0.5), "p99_ns": at(0.99), "max_ns": at(1.0), "cpu_ns": cpu_ns, "rt_priority": rt_priority})
 }
 
 fn enter_netns(name: &str) -> std::io::Result<()> {

@@ -201,13 +201,16 @@ TIMER_SLEEPS = 400
 TIMER_ALLOWANCE_US = 20.0
 
 
-def timer_overshoot(sleep_ns: int = TIMER_SLEEP_NS, count: int = TIMER_SLEEPS) -> dict[str, Any] | None:
+def timer_overshoot(sleep_ns: int = TIMER_SLEEP_NS, count: int = TIMER_SLEEPS,
+                    realtime: bool = False) -> dict[str, Any] | None:
     """How late this machine wakes a sleeping thread, as a link thread sleeps (`bloatlab-link
-    --timer`): {"sleep_ns", "count", "p50_ns", "p99_ns", "max_ns", "cpu_ns"} (cpu_ns: the CPU
-    time one sleep took); None without the binary."""
+    --timer`): {"sleep_ns", "count", "p50_ns", "p99_ns", "max_ns", "cpu_ns", "rt_priority"}
+    (cpu_ns: the CPU time one sleep took; rt_priority: the real-time priority it slept at, as
+    the link threads do, when `realtime` and allowed, else None); None without the binary."""
     try:
         binary = capabilities.binary(BINARY_NAME)
-        done = proc.run([str(binary), "--timer", str(sleep_ns), str(count)], timeout_s=10 + count * sleep_ns / 1e9 * 20)
+        argv = [str(binary), "--timer", str(sleep_ns), str(count)] + (["--rt"] if realtime else [])
+        done = proc.run(argv, timeout_s=10 + count * sleep_ns / 1e9 * 20)
         return json.loads(done.stdout)
     except (BloatlabError, json.JSONDecodeError):  # a machine or command error: the run goes on without it
         return None

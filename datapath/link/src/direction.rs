@@ -14,7 +14,7 @@ use bloatlab_core::{DirectionConfig, Instant, Pipeline};
 use bloatlab_link::capture::{Capture, CaptureCounts};
 
 use crate::clock::{monotonic_now, realtime_offset_ns, WakeupLead};
-use bloatlab_link::config::{Batching, SPIN_SHARE};
+use bloatlab_link::config::{Batching, MAX_DEAF_NS, SPIN_SHARE};
 use crate::sched::{RtGate, ThreadPriority, BATCHING, LAST_ARRIVAL_NS};
 use crate::socket::{PacketSocket, RxRing, TxBatch};
 
@@ -33,9 +33,6 @@ const WARM_TAKES_NS: u64 = 15_000;
 /// How often a thread with arrivals refreshes sched::LAST_ARRIVAL_NS; far below the second
 /// the CPU latency request is held for.
 const MARK_ARRIVAL_NS: u64 = 10_000_000;
-/// The longest a thread sleeps deaf to arrivals: well within what its ring holds (socket.rs's
-/// RING_BLOCKS: 5 ms of full-size frames at 20 Gbit/s).
-const MAX_DEAF_NS: u64 = 1_000_000;
 
 /// Whether a sleep of `sleep_ns` must end early for an arrival. No frame arriving from now on
 /// leaves before the pipeline's next departure (the delay line is FIFO, the serialiser first
@@ -127,6 +124,14 @@ impl SpinBudget {
     }
 }
 
+/// What a thread counts of its own, beside the pipeline's figures.
+#[derive(Default)]
+struct Counts {
+    rx_overrun: u64,
+    tx_error: u64,
+    batch_sleeps: u64,
+}
+
 /// What the main thread reports for a direction.
 #[derive(Clone, Default)]
 pub struct Snapshot {
@@ -134,6 +139,8 @@ pub struct Snapshot {
     pub queue: QueueStats,
     pub rx_overrun: u64,
     pub tx_error: u64,
+    /// Sleeps past the spin share while batching (sched::CpuPressure).
+    pub batch_sleeps: u64,
     pub late_count: u64,
     pub late_p50_ns: u64,
     pub late_p99_ns: u64,
@@ -172,7 +179,7 @@ impl Direction {
         let mut out: Vec<Departure> = Vec::with_capacity(256);
         let mut events: Vec<Event> = Vec::with_capacity(1024);
         let mut late = LatenessHistogram::new();
-        let (mut rx_overrun, mut tx_error) = (0u64, 0u64);
+        let mut counts = Counts::default();
         let mut last_publish = Instant::ZERO;
         let mut spin = SpinBudget::default();
         let mut wakeup = WakeupLead::new(self.spin_ns, MAX_LEAD_NS.max(self.spin_ns));
@@ -205,7 +212,7 @@ impl Direction {
             if !out.is_empty() {
                 last_tx_ns = now.nanos();
             }
-            tx_error += self.send(&mut out, &mut late, rt_offset);
+            counts.tx_error += self.send(&mut out, &mut late, rt_offset);
             self.capture_drops(&mut pipe, &mut drops, rt_offset);
             if let Some(w) = self.log.as_mut() {
                 pipe.take_events(&mut events);
@@ -214,11 +221,11 @@ impl Direction {
             }
             if now.nanos() - last_publish.nanos() >= PUBLISH_EVERY_NS {
                 rt_offset = realtime_offset_ns(); // follows NTP adjustments of the wall clock
-                rx_overrun += self.rx.socket().take_overruns();
+                counts.rx_overrun += self.rx.socket().take_overruns();
                 if let Some(c) = self.capture.as_mut() {
                     c.tick();
                 }
-                self.publish(&pipe, rx_overrun, tx_error, &late);
+                self.publish(&pipe, &counts, &late);
                 last_publish = now;
             }
             priority.update(gate, backlog.is_some(), now.nanos());
@@ -257,7 +264,11 @@ impl Direction {
             }
             let sleep = sleep.min(MAX_WAIT_NS);
             spin.sleeps();
-            let listen = listens(sleep, pipe.shortest_delay().nanos()) && (batching.is_none() || to_departure > lead);
+            // A batching sleep is deaf (never past MAX_DEAF_NS, whatever `spin_ns` made the
+            // lead): frames arriving meanwhile leave with the batch.
+            let batch_sleep = batching.is_some() && to_departure <= lead;
+            counts.batch_sleeps += batch_sleep as u64;
+            let listen = listens(sleep, pipe.shortest_delay().nanos()) && !(batch_sleep && sleep <= MAX_DEAF_NS);
             if !self.rx.socket().wait(Some(sleep), listen) {
                 // Woken by the timer, not by a frame: how late it came, for the lead of
                 // departures as far ahead as this one (or of sleeps this long).
@@ -275,8 +286,8 @@ impl Direction {
         if let Some(c) = self.capture.as_mut() {
             c.finish();
         }
-        rx_overrun += self.rx.socket().take_overruns();
-        self.publish(&pipe, rx_overrun, tx_error, &late);
+        counts.rx_overrun += self.rx.socket().take_overruns();
+        self.publish(&pipe, &counts, &late);
         Ok(())
     }
 
@@ -314,12 +325,13 @@ impl Direction {
         }
     }
 
-    fn publish(&self, pipe: &Pipeline, rx_overrun: u64, tx_error: u64, late: &LatenessHistogram) {
+    fn publish(&self, pipe: &Pipeline, counts: &Counts, late: &LatenessHistogram) {
         let snap = Snapshot {
             dir: pipe.stats().clone(),
             queue: pipe.queue_stats().clone(),
-            rx_overrun,
-            tx_error,
+            rx_overrun: counts.rx_overrun,
+            tx_error: counts.tx_error,
+            batch_sleeps: counts.batch_sleeps,
             late_count: late.count,
             late_p50_ns: late.quantile_ns(0.5),
             late_p99_ns: late.quantile_ns(0.99),

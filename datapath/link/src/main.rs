@@ -64,10 +64,11 @@ fn parse_args() -> Usage {
                 };
                 let ns = num(args.next(), "NS", 1_000_000_000);
                 let count = num(args.next(), "COUNT", 1_000_000);
-                let rt = match args.next().as_deref() {
-                    None => false,
-                    Some("--rt") => true,
-                    Some(other) => die(2, format!("--timer: unknown argument {other:?}; usage: bloatlab-link --timer NS COUNT [--rt]")),
+                let rest: Vec<String> = args.by_ref().collect();
+                let rt = match rest.iter().map(String::as_str).collect::<Vec<_>>()[..] {
+                    [] => false,
+                    ["--rt"] => true,
+                    _ => die(2, format!("--timer: unexpected {:?}; usage: bloatlab-link --timer NS COUNT [--rt]", rest.join(" "))),
                 };
                 println!("{}", timer_overshoot(ns, count, rt));
                 std::process::exit(0);
@@ -152,6 +153,7 @@ fn snapshot_json(s: &Snapshot) -> Value {
         "departures_by_dscp": s.dir.departures_by_dscp.iter().enumerate().filter(|(_, &n)| n > 0)
             .map(|(c, &n)| (c.to_string(), json!(n))).collect::<serde_json::Map<_, _>>(),
         "depart_error_ns": {"count": s.late_count, "p50": s.late_p50_ns, "p99": s.late_p99_ns, "max": s.late_max_ns},
+        "batch_sleeps": s.batch_sleeps,
     });
     if let Some(c) = &s.capture {
         v["capture"] = capture_json(c);

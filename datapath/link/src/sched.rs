@@ -151,15 +151,18 @@ pub static BATCHING: AtomicBool = AtomicBool::new(false);
 /// CPU (PSI's "some", /proc/pressure/cpu).
 ///
 /// A thread spinning for departures that are always near (1 Gbit/s and up) keeps its vCPU
-/// from the hosts: on two vCPUs iperf3's receiver then fell behind (UDP at 1 Gbit/s: 61-75%
-/// received) and the machine stayed 90-94% busy, so even the datapath's own wake-ups came
-/// late (p99 1.9 ms). Batching (a sleep of at least `sleep_ns` past a small spin share,
-/// deaf, then all that fell due at once) gave back a third of a core, but where the hosts
-/// had CPU to spare it only made departures later. So the threads batch while tasks wait:
-/// the pressure was 0.39-0.57 with the links spinning at 1 Gbit/s and 0.17-0.39 at
-/// 500 Mbit/s. Batching itself lowers the pressure (to 0.24-0.40 at 1 Gbit/s), so it stops
-/// only below a lower share, or the threads would swing between the two every period. On a
-/// machine with CPU to spare the pressure stays low and nothing changes.
+/// from the hosts: on two vCPUs the machine stayed 91-95% busy, iperf3's receiver fell
+/// behind (UDP at 1.5 Gbit/s: 46-48% received) and even the datapath's own wake-ups came late
+/// (p99 1.1-2.3 ms at 1 Gbit/s + 10 ms). Batching (past a small spin share, a sleep of at
+/// least `sleep_ns`, deaf, then all that fell due at once) gave back a third of a core (UDP
+/// at 1.5 Gbit/s: 64-74%; p99 0.17-0.26 ms), but where the hosts had CPU to spare it only
+/// made departures later (docs/datapath.md, "Timing"). So the threads batch while tasks wait:
+/// the pressure was 0.39-0.57 with the links spinning at 1 Gbit/s, 0.34-0.39 under TCP and
+/// 0.15-0.19 under UDP at 500 Mbit/s. Batching itself lowers the pressure (to 0.31-0.41 at
+/// 1 Gbit/s), so it stops only below a lower share, or the threads would swing between the
+/// two every period. On a machine with CPU to spare the pressure stays low and nothing
+/// changes. PSI is the whole machine's (in a container, its host's unless the container has
+/// its own cgroup's pressure in /proc): what any task waits, whoever caused it.
 pub struct CpuPressure {
     batching: Option<Batching>,
     /// The "some" total (us) and the monotonic time (ns) at the last review.
@@ -191,18 +194,25 @@ impl CpuPressure {
     /// Judges the period since the last review, and tells the link threads.
     pub fn review(&mut self) {
         let (Some(b), Some((last_us, last_ns))) = (self.batching, self.last) else { return };
-        let Some(total_us) = cpu_pressure_total_us() else { return };
+        // The period just ended, as the threads ran it.
+        let batched = BATCHING.load(Ordering::Relaxed);
+        self.reviews += 1;
+        self.batched += batched as u64;
+        let Some(total_us) = cpu_pressure_total_us() else {
+            // Unreadable now: no figure to batch on, so the threads spin as they would without.
+            BATCHING.store(false, Ordering::Relaxed);
+            self.share = None;
+            return;
+        };
         let now_ns = read(libc::CLOCK_MONOTONIC);
         let share = (total_us.saturating_sub(last_us) as f64 * 1e3 / now_ns.saturating_sub(last_ns).max(1) as f64).min(1.0);
-        let next = batch_next(BATCHING.load(Ordering::Relaxed), share, &b);
-        BATCHING.store(next, Ordering::Relaxed);
-        self.reviews += 1;
-        self.batched += next as u64;
+        BATCHING.store(batch_next(batched, share, &b), Ordering::Relaxed);
         self.share = Some(share);
         self.last = Some((total_us, now_ns));
     }
 
-    /// For the stats file: null when batching is off or the kernel has no PSI.
+    /// For the stats file: null when batching is off or the kernel has no PSI. `pressure` is
+    /// null before the first review and while the pressure cannot be read.
     pub fn state(&self) -> serde_json::Value {
         if self.batching.is_none() || self.last.is_none() {
             return serde_json::Value::Null;

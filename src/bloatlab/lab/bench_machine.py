@@ -413,8 +413,12 @@ def verdicts(names: list[str], limits: dict[str, float], results: list[CaseResul
                 context.append(f"the machine {delayed.machine_busy_pct:.0f}% busy")
             if delayed and delayed.batching_pct is not None:
                 context.append(f"batching {delayed.batching_pct:.0f}% of the time")
-            sleeps = [f"{'a real-time' if t.get('rt_priority') else 'a plain'} thread's p99 {t['p99_ns'] / 1e3:.0f} us"
-                      for t in (extra.get("timer_loaded_rt"), loaded) if t]
+            sleeps = []
+            if rt := extra.get("timer_loaded_rt"):
+                sleeps.append(f"{'a real-time thread' if rt.get('rt_priority') else 'real-time refused, a thread'}'s "
+                              f"p99 {rt['p99_ns'] / 1e3:.0f} us")
+            if loaded:
+                sleeps.append(f"a plain thread's p99 {loaded['p99_ns'] / 1e3:.0f} us")
             if sleeps:
                 context.append(f"a {TIMER_SLEEP_NS / 1e3:.0f} us sleep under that load: " + ", ".join(sleeps))
             out.append(Target(name, p99 - tp99 if p99 is not None else None, limit,

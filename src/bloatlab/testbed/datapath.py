@@ -131,7 +131,7 @@ class Datapath:
                 return stats
             if not self.alive():
                 # It may have written its final report between the read and this check.
-                return read_stats_if_any(self.stats_path)
+                return read_stats_if_any(self.stats_path) or stats
             if time.monotonic() >= deadline:
                 return stats
             time.sleep(0.002)

@@ -1,6 +1,7 @@
 """The typed model of an experiment: queues, link directions, links, topologies, workloads,
-probes. Plain frozen data that the parsers (queues.py, topology.py, experiment.py) produce and
-every layer above reads; nothing here parses text or touches the machine.
+probes. Plain frozen data that the parsers (queues.py, topology.py, workloads.py, probes.py,
+experiment.py) produce and every layer above reads; nothing here parses text or touches the
+machine.
 """
 
 from __future__ import annotations

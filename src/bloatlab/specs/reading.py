@@ -16,6 +16,10 @@ from typing import Any
 from bloatlab.errors import SpecError, show
 
 
+# An experiment's or a workload's name: it names result files and columns.
+NAME_RE = re.compile(r"[a-z][a-z0-9_-]{0,30}")
+
+
 def load_toml(path: Path) -> dict[str, Any]:
     """A TOML file as a dict; any failure is a SpecError whose field is the file."""
     try:

@@ -12,9 +12,9 @@ use bloatlab_core::stats::DirectionStats;
 use bloatlab_core::{DirectionConfig, Instant, Pipeline};
 
 use bloatlab_link::capture::{Capture, CaptureCounts};
+use bloatlab_link::config::{Batching, MAX_DEAF_NS, SPIN_SHARE};
 
 use crate::clock::{monotonic_now, realtime_offset_ns, WakeupLead};
-use bloatlab_link::config::{Batching, MAX_DEAF_NS, SPIN_SHARE};
 use crate::sched::{RtGate, ThreadPriority, BATCHING, LAST_ARRIVAL_NS};
 use crate::socket::{PacketSocket, RxRing, TxBatch};
 

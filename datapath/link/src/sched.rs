@@ -17,8 +17,9 @@ use std::fs::File;
 use std::io::Write;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
-use crate::clock::read;
 use bloatlab_link::config::Batching;
+
+use crate::clock::read;
 
 /// Whether a datapath that used `cpu_ns` of CPU time in `wall_ns` on `cores` cores may run
 /// real-time: at most all cores but half of one (half a core on a single-core machine).

@@ -302,7 +302,7 @@ mod tests {
         let b = Batching::default(); // 0.4 and 0.2
         assert!(!batch_next(false, 0.39, &b));
         assert!(batch_next(false, 0.41, &b));
-        // Once batching, the pressure it leaves (0.24-0.40 at 1 Gbit/s) keeps it batching.
+        // Once batching, the pressure it leaves (0.31-0.41 at 1 Gbit/s) keeps it batching.
         assert!(batch_next(true, 0.25, &b));
         assert!(!batch_next(true, 0.19, &b));
     }

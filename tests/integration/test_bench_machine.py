@@ -30,10 +30,14 @@ def test_an_impossible_target_exits_1(tmp_path):
     assert 0.05 < doc["up_down_s"] == t["value"] < 30 and doc["up_s"] + doc["down_s"] == pytest.approx(
         doc["up_down_s"], rel=0.5)
     assert 0 < doc["plain_ip_s"] < doc["up_down_s"]
+    # The same target on the machine's own calls: they miss it too, so the text says the miss is
+    # beyond this machine.
+    assert t["machine"] == doc["plain_ip_s"] and t["machine_ok"] is False
     assert doc["timer"]["count"] == 2000 and 0 <= doc["timer"]["p50_ns"] <= doc["timer"]["p99_ns"]
     assert 0 < doc["timer"]["cpu_ns"] < doc["timer"]["sleep_ns"] + doc["timer"]["max_ns"]  # a sleep's own CPU
-    assert (tmp_path / "b" / "bench-machine.json").exists() and "MISS up_down" in (
-        tmp_path / "b" / "bench-machine.txt").read_text()
+    text = (tmp_path / "b" / "bench-machine.txt").read_text()
+    assert (tmp_path / "b" / "bench-machine.json").exists() and "MISS up_down" in text
+    assert text.endswith("1 of 1 targets miss: up_down (beyond this machine: its own misses too)\n")
 
 
 def test_the_delay_targets_are_figures_beside_their_baselines(tmp_path):
@@ -57,6 +61,9 @@ def test_the_delay_targets_are_figures_beside_their_baselines(tmp_path):
     assert rt["rt_priority"] == 10 and plain["rt_priority"] is None and rt["count"] == plain["count"] == 2000
     assert (f"a real-time thread's p99 {rt['p99_ns'] / 1e3:.0f} us, a plain thread's p99 {plain['p99_ns'] / 1e3:.0f} us"
             in targets["lateness"]["detail"])
+    # The lateness target judged on that real-time sleep: what the machine allows a link thread.
+    assert targets["lateness"]["machine"] == pytest.approx((rt["p99_ns"] - doc["timer"]["p99_ns"]) / 1e3)
+    assert targets["lateness"]["machine_ok"] is True  # within a 1e9 us limit
     # Whether the links batched for the hosts (the kernel's CPU pressure) is part of the case.
     assert (case["batching_pct"] is None) == (not Path("/proc/pressure/cpu").exists())
     assert case["batching_pct"] is None or 0 <= case["batching_pct"] <= 100
@@ -82,3 +89,4 @@ def test_shaped_tcp_climbs_above_the_given_rates_until_its_target_is_within_reac
     # Judged on every rate, the added ones included; htb's stands beside, never as bloatlab's figure.
     assert status == (0 if t["ok"] else 1) and t["value"] is not None
     assert ("htb, same queue" in t["detail"]) == bool(htb)
+    assert (t["machine"] is not None) == bool(htb) and t["machine_figure"] == "htb"

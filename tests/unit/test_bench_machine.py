@@ -83,6 +83,42 @@ def test_htb_at_the_same_rates_stands_beside_both_shaped_targets():
     assert unbridged.value is None and unbridged.detail.endswith("(highest within 3%: 2 Gbit/s)")
 
 
+def test_each_miss_says_whether_the_machine_s_own_baseline_misses_it_too():
+    g = 1_000_000_000
+
+    def case(backend, rate, tcp_share, udp_share):
+        cap = rate * 1448 / 1514 / 1e6
+        udp = rate * 1472 / 1514 / 1e6
+        return CaseResult(Case(backend, rate, 0), tcp_goodput_mbps=tcp_share * cap, tcp_capacity_mbps=cap,
+                          udp_received_mbps=udp_share * udp, udp_capacity_mbps=udp)
+    results = [tcp("kernel", 2300), case("userspace", g, 0.98, 0.75), case("userspace", 2 * g, 0.89, 0.25),
+               case("kernel", g, 0.995, 0.9), case("kernel", 2 * g, 0.995, 0.6),
+               case("kernel", 3 * g, 0.5, 0.1),  # a rate bloatlab's UDP never ran: not htb's worst
+               tcp("userspace", 900, g, 10**7, depart_error_p99_us=200.0)]
+    extra = {"timer_loaded_rt": {"rt_priority": 10, "p99_ns": 40_000}, "plain_ip_s": 0.04, "up_down_s": 0.6}
+    t = judge(results, ["shaped_tcp", "shaped_udp", "lateness", "up_down"], extra=extra)
+    # htb held 2 Gbit/s, 0.83 of the bridge: bloatlab's miss is its own.
+    assert t["shaped_tcp"].machine == pytest.approx(0.995 * 2 * g * 1448 / 1514 / 1e6 / 2300)
+    assert t["shaped_tcp"].machine_ok and not t["shaped_tcp"].ok
+    assert t["shaped_tcp"].line().endswith("; the machine's own, htb: 0.827, holds")
+    # htb lost 40% at 2 Gbit/s: the target is beyond this machine.
+    assert t["shaped_udp"].machine == pytest.approx(0.6) and t["shaped_udp"].machine_ok is False
+    assert t["shaped_udp"].line().endswith("; the machine's own, htb's worst: 0.600, misses too")
+    # A real-time thread's own sleep under that load: 40 - 26 us, within the allowance.
+    assert t["lateness"].machine == pytest.approx(14) and t["lateness"].machine_ok
+    assert t["up_down"].machine == 0.04 and t["up_down"].machine_ok
+    # Where the machine's own was not measured, nothing is claimed for it.
+    bare = judge([tcp("userspace", 900, g, 10**7, depart_error_p99_us=200.0)], ["lateness", "shaped_udp"])
+    assert all(b.machine is None and b.machine_ok is None and "machine's own" not in b.line() for b in bare.values())
+    from dataclasses import asdict
+    doc = {"bloatlab_version": "0", "kernel": "6.1", "cpus": 2, "date": "2026-11-27", "timer": TIMER,
+           "targets": [{**asdict(x), "ok": x.ok} for x in t.values()]}
+    assert render(doc).endswith(
+        "4 of 4 targets miss: shaped_tcp (bloatlab's: the machine's own holds), "
+        "shaped_udp (beyond this machine: its own misses too), lateness (bloatlab's: the machine's own holds), "
+        "up_down (bloatlab's: the machine's own holds)")
+
+
 def test_delay_targets_are_judged_against_the_veth_the_timer_and_physics():
     case = tcp("userspace", 900, 1_000_000_000, 10_000_000, min_rtt_ms=20.09, expected_min_rtt_ms=20.0016,
                depart_error_p99_us=40.0, loaded_rtt_p99_ms=31.7, expected_peak_rtt_ms=40.1, peak_rtt_ms=46.4,

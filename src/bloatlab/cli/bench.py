@@ -123,8 +123,11 @@ def add_parsers(commands: argparse._SubParsersAction) -> None:
         "  up_down        <= 0.5   s for `up` then `down` of h1 - s0 - h2\n"
         "  run_overhead   <= 2.0   s a cs244 run takes beyond its duration\n\n"
         "shaped_tcp's rates go on above --rates, 500 Mbit/s apart and TCP only, until one could reach its\n"
-        "target; htb runs at every shaped rate with the same queue, so a miss the kernel's own shaper\n"
-        "shares shows as the machine's. run_overhead is the median of 3 runs.\n\n"
+        "target. Where the machine did the same work itself in the run, its figure is judged on the same\n"
+        "target beside bloatlab's: htb at every shaped rate with the same queue (shaped_tcp, shaped_udp),\n"
+        "a real-time thread's 50 us sleep under the lateness case's load, plain `ip` calls (up_down). A\n"
+        "miss the machine's own shares is named as beyond this machine; one it does not share, as\n"
+        "bloatlab's. run_overhead is the median of 3 runs.\n\n"
         "Exit status 0 when every target holds, 1 when one misses (a figure not measured misses).\n"
         "Takes about 7 minutes (more where the bridge is fast: each added rate is two cases); needs root.\n"
         "docs/datapath.md has the figures per release.",

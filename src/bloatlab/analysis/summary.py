@@ -71,6 +71,11 @@ def summary_lines(summary: dict[str, Any]) -> list[tuple[str, str]]:
             value += (f", {'within' if late['within'] else 'beyond'} what this machine allows: "
                       f"{late['allowed_us']:.0f} us (its timer's p99 {late['timer_p99_us']:.0f} us + 20)")
         lines.append(("datapath lateness p99", value))
+    if (cpu := summary.get("cpu")) and cpu.get("pressure") is not None:
+        value = f"some task waited for a CPU {100 * cpu['pressure']:.0f}% of the run"
+        if cpu.get("links_batching") is not None:
+            value += f"; the links batched {100 * cpu['links_batching']:.0f}% of it"
+        lines.append(("CPU pressure", value))
     return lines
 
 

@@ -76,6 +76,10 @@ class RunRecord:
     datapath_stats: dict[str, dict[str, Any]] = field(default_factory=dict)  # per userspace direction
     # The machine's timer as the datapath met it at the start (testbed.datapath.timer_overshoot).
     timer: dict[str, Any] | None = None
+    # The share of the played schedule in which some task waited for a CPU (the kernel's PSI),
+    # and the share of the datapath's report periods its links batched in (None: no such figure).
+    cpu_pressure: float | None = None
+    links_batching: float | None = None
     snapshots: dict[str, Any] = field(default_factory=dict)  # per node: qdiscs and sysctls at the start
     machine: dict[str, Any] = field(default_factory=dict)
     tools: dict[str, str | None] = field(default_factory=dict)

@@ -18,6 +18,7 @@ import logging
 import os
 import secrets
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -45,7 +46,8 @@ if TYPE_CHECKING:
 from bloatlab.testbed import netns, state
 from bloatlab.testbed.datapath import capture_warnings, lag_warnings, timer_overshoot
 from bloatlab.testbed.links.base import Captures
-from bloatlab.testbed.machine import machine, snapshots, tool_versions
+from bloatlab.testbed.machine import (cpu_pressure_us, machine, pressure_share, pressure_warnings, snapshots,
+                                      tool_versions)
 from bloatlab.testbed.network import DP_NODE, Network
 
 log = logging.getLogger(__name__)
@@ -77,6 +79,7 @@ class Run:
         self.record = RunRecord(experiment)
         self.stopped_s: float | None = None  # how far the schedule got, when it was cut short
         self.preload: threading.Thread | None = None
+        self.pressure_at_t0: tuple[int | None, float] | None = None  # (PSI's CPU "some" total, monotonic s)
 
     def execute(self) -> Outcome:
         if self.dir.holds_run():
@@ -193,6 +196,7 @@ class Run:
         # t0, and run.json again with what a killed run's recovery needs: the clock its tools'
         # stamps are read on, the ports that tell its flows apart, where its queues were read.
         self.clock.mark()
+        self.pressure_at_t0 = (cpu_pressure_us(), time.monotonic())
         record.t0_real, record.t0_mono = self.clock.t0_real, self.clock.t0_mono
         record.backends, record.host_cc = list(self.net.backends), dict(self.net.host_cc)
         record.queues = {name: QueueMeasure(source.kind) for name, source in sources.items()}
@@ -210,6 +214,8 @@ class Run:
     def _teardown(self) -> None:
         """End every process, stop the probes, remove the network."""
         errors = self.record.errors
+        if self.pressure_at_t0 is not None:  # over what played of the schedule, cut short or not
+            self.record.cpu_pressure = pressure_share(self.pressure_at_t0, (cpu_pressure_us(), time.monotonic()))
         for w in self.workloads:
             try:
                 w.end()
@@ -254,7 +260,11 @@ class Run:
             record.backends = list(self.net.backends)  # chosen before building, so known if the build failed
             record.host_cc = dict(self.net.host_cc)
         record.datapath_stats = self._datapath_stats()
+        batching = ((self.net.final_datapath_stats or {}) if self.net is not None else {}).get("batching") or {}
+        if batching.get("periods"):
+            record.links_batching = batching.get("periods_batching", 0) / batching["periods"]
         record.warnings += lag_warnings(record.datapath_stats, record.timer) + capture_warnings(record.datapath_stats)
+        record.warnings += pressure_warnings(record.cpu_pressure, record.links_batching)
         return record
 
     def _datapath_stats(self) -> dict[str, dict[str, Any]]:

@@ -48,6 +48,8 @@ def summary(record: RunRecord) -> dict[str, Any]:
         doc["pcap"] = captures(record)
     if (late := lateness(record.datapath_stats, record.timer)) is not None:
         doc["lateness"] = late
+    if record.cpu_pressure is not None:  # how short of CPU the machine was while the run played
+        doc["cpu"] = {"pressure": record.cpu_pressure, "links_batching": record.links_batching}
     if tins := tins_of(record.datapath_stats):
         doc["tins"] = tins
     return doc

@@ -1,5 +1,6 @@
 """Facts about this machine and its namespaces that make a run describe itself: the kernel,
-CPUs and tool versions, and each namespace's qdiscs and TCP sysctls as they were.
+CPUs and tool versions, each namespace's qdiscs and TCP sysctls as they were, and how short of
+CPU the machine was while the run played.
 """
 
 from __future__ import annotations
@@ -34,6 +35,14 @@ TOOLS: dict[str, tuple[list[str], str, str]] = {
     "ip": (["-V"], r"iproute2-([\w.]+)", "iproute2"),
 }
 RECORDED = ("iperf3", "ping", "curl", "irtt", "nghttpd", "tc")  # in every run.json
+
+# The kernel's CPU pressure (PSI): the time in which at least one runnable task waited for a CPU.
+PSI_CPU = "/proc/pressure/cpu"
+# The share of a run past which its hosts' figures may be the machine's CPU rather than the
+# network: the share at which bloatlab-link starts batching its departures to leave the hosts CPU
+# (datapath/link/src/config.rs, Batching's enter_pressure). On 2 vCPUs a 1 Gbit/s TCP flow with
+# the links spinning made 0.39-0.57; 100 Mbit/s 0.07-0.19 (docs/datapath.md).
+CPU_PRESSURE_WARN = 0.4
 
 
 def _version(argv: list[str], pattern: str) -> str | None:
@@ -101,3 +110,36 @@ def snapshot(ns: str) -> dict[str, Any]:
     except proc.CommandError:
         pass
     return {"qdiscs": qdiscs, "sysctls": sysctls}
+
+
+def cpu_pressure_us(path: str = PSI_CPU) -> int | None:
+    """PSI's "some" total for the CPU, in microseconds since boot; None where the kernel has no
+    PSI (built without it, or booted with psi=0)."""
+    try:
+        with open(path) as f:
+            for line in f:
+                if line.startswith("some "):
+                    return int(line.rsplit("total=", 1)[1])
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def pressure_share(start: tuple[int | None, float], end: tuple[int | None, float]) -> float | None:
+    """The share of the time between two (cpu_pressure_us(), monotonic seconds) readings in which
+    some task waited for a CPU."""
+    (us0, t0), (us1, t1) = start, end
+    if us0 is None or us1 is None or t1 <= t0:
+        return None
+    return min(1.0, max(0.0, (us1 - us0) / 1e6 / (t1 - t0)))
+
+
+def pressure_warnings(pressure: float | None, links_batching: float | None) -> list[str]:
+    """What a run's numbers may owe to this machine's CPU rather than to the network."""
+    if pressure is None or pressure < CPU_PRESSURE_WARN:
+        return []
+    batched = (f"; the links batched their departures {100 * links_batching:.0f}% of the time to leave the "
+               "hosts CPU, later by up to their batching sleep (50 us)" if links_batching else "")
+    return [f"this machine was short of CPU: tasks waited for a CPU during {100 * pressure:.0f}% of the run (the kernel's "
+            f"CPU pressure){batched}; goodput and the hosts' socket losses may be the machine's, not the network's "
+            "(run fewer experiments side by side, or at a lower rate)"]

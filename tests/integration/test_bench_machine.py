@@ -56,6 +56,10 @@ def test_the_delay_targets_are_figures_beside_their_baselines(tmp_path):
     # The machine's load beside it: the flow and the datapath keep its CPUs partly busy.
     assert 1 < case["machine_busy_pct"] <= 100
     assert f"the machine {case['machine_busy_pct']:.0f}% busy" in targets["lateness"]["detail"]
+    # How much of that time tasks waited for a CPU (the kernel's pressure), where the kernel has PSI.
+    if Path("/proc/pressure/cpu").exists():
+        assert 0 <= case["cpu_pressure_pct"] <= 100
+        assert f"tasks waiting for a CPU {case['cpu_pressure_pct']:.0f}% of the time" in targets["lateness"]["detail"]
     # And the timer under that load, slept as a link thread sleeps (real-time), then by a plain thread.
     rt, plain = doc["timer_loaded_rt"], doc["timer_loaded"]
     assert rt["rt_priority"] == 10 and plain["rt_priority"] is None and rt["count"] == plain["count"] == 2000

@@ -135,6 +135,10 @@ def test_delay_targets_are_judged_against_the_veth_the_timer_and_physics():
     assert late["lateness"].value == pytest.approx(10_734) and not late["lateness"].ok
     # Beside it, how much of the machine the flow left: a busy machine makes every thread late.
     assert late["lateness"].detail == "datapath CPU 147% of one core; the machine 93% busy"
+    pressed = judge([tcp("userspace", 900, 10**9, 10**7, depart_error_p99_us=300.0, machine_busy_pct=70.0,
+                         cpu_pressure_pct=38.4, batching_pct=86.0)], ["lateness"])
+    assert pressed["lateness"].detail == ("the machine 70% busy; tasks waiting for a CPU 38% of the time; "
+                                          "batching 86% of the time")
 
 
 def test_a_figure_never_measured_misses():

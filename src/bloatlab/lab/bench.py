@@ -41,6 +41,7 @@ from bloatlab.specs.units import format_duration_ns, format_rate
 from bloatlab.testbed import capabilities
 from bloatlab.testbed import netns
 from bloatlab.testbed.links.base import Captures
+from bloatlab.testbed.machine import cpu_pressure_us, pressure_share
 from bloatlab.testbed.network import Network
 from bloatlab.version import __version__
 
@@ -111,6 +112,8 @@ class CaseResult:
     # The whole machine over the TCP flow (a loaded timer sample included): the share of all its
     # CPUs' time not idle. Near 100, every thread (link, host or iperf3) waits for a CPU.
     machine_busy_pct: float | None = None
+    # ... and the share of it in which some task waited for a CPU (the kernel's CPU pressure).
+    cpu_pressure_pct: float | None = None
     # The share of the datapath's report periods, from the TCP flow on, in which its threads
     # batched departures to leave the hosts CPU (the machine's CPU pressure; docs/datapath.md).
     batching_pct: float | None = None
@@ -312,6 +315,7 @@ def _measure(net: Network, case: Case, res: CaseResult, duration_s: float,
     cpu0, t0 = (_cpu_seconds(dp.pid), time.monotonic()) if dp else (0.0, 0.0)
     batching0 = _batching_periods(dp.stats()) if dp else None
     machine0 = _machine_cpu_ticks()
+    pressure0 = (cpu_pressure_us(), time.monotonic())
     interval = "0.1" if (rate or 10**12) <= 20_000_000 else "0.02"
     warm = warmup_s(case)
     run_s = math.ceil(warm + duration_s + IPERF_TAIL_S)  # iperf3 -t takes whole seconds
@@ -328,6 +332,8 @@ def _measure(net: Network, case: Case, res: CaseResult, duration_s: float,
     loaded = parse_ping_replies(pinger.communicate(timeout=run_s + 10)[0])
     busy, total = (b - a for a, b in zip(machine0, _machine_cpu_ticks()))
     res.machine_busy_pct = 100 * busy / total if total else None
+    if (pressure := pressure_share(pressure0, (cpu_pressure_us(), time.monotonic()))) is not None:
+        res.cpu_pressure_pct = 100 * pressure
     if dp:
         res.datapath_cpu_pct = 100 * (_cpu_seconds(dp.pid) - cpu0) / (time.monotonic() - t0)
     res.tcp_goodput_mbps = goodput_mbps(res.tcp_window)

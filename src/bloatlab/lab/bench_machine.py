@@ -328,6 +328,7 @@ def run_machine(names: list[str], limits: dict[str, float], rates: list[int], du
         say(f"[{i}/{len(plan)}] {case.label.strip()}: TCP {r.tcp_goodput_mbps or 0:.0f} Mbit/s"
             + (f", UDP {r.udp_received_mbps:.0f}" if r.udp_received_mbps else "")
             + (f"; the machine {r.machine_busy_pct:.0f}% busy" if r.machine_busy_pct is not None else "")
+            + (f", CPU pressure {r.cpu_pressure_pct:.0f}%" if r.cpu_pressure_pct is not None else "")
             + (f", the links batching {r.batching_pct:.0f}% of the time" if r.batching_pct else "")
             + f" ({time.monotonic() - t:.0f} s)")
     if "up_down" in names:
@@ -439,6 +440,8 @@ def verdicts(names: list[str], limits: dict[str, float], results: list[CaseResul
             context = [f"datapath CPU {delayed.datapath_cpu_pct:.0f}% of one core"] if delayed and delayed.datapath_cpu_pct else []
             if delayed and delayed.machine_busy_pct is not None:
                 context.append(f"the machine {delayed.machine_busy_pct:.0f}% busy")
+            if delayed and delayed.cpu_pressure_pct is not None:
+                context.append(f"tasks waiting for a CPU {delayed.cpu_pressure_pct:.0f}% of the time")
             if delayed and delayed.batching_pct is not None:
                 context.append(f"batching {delayed.batching_pct:.0f}% of the time")
             sleeps = []

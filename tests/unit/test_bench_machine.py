@@ -106,10 +106,13 @@ def test_each_miss_says_whether_the_machine_s_own_baseline_misses_it_too():
     assert t["shaped_udp"].line().endswith("; the machine's own, htb's worst: 0.600, misses too")
     # A real-time thread's own sleep under that load: 40 - 26 us, within the allowance.
     assert t["lateness"].machine == pytest.approx(14) and t["lateness"].machine_ok
+    assert t["lateness"].machine_figure == ("a real-time thread's 50 us sleep under that load, bloatlab's links "
+                                            "included")
     assert t["up_down"].machine == 0.04 and t["up_down"].machine_ok
     # Where the machine's own was not measured, nothing is claimed for it.
     bare = judge([tcp("userspace", 900, g, 10**7, depart_error_p99_us=200.0)], ["lateness", "shaped_udp"])
-    assert all(b.machine is None and b.machine_ok is None and "machine's own" not in b.line() for b in bare.values())
+    assert all(b.machine is None and b.machine_ok is None and not b.machine_figure
+               and "machine's own" not in b.line() for b in bare.values())
     from dataclasses import asdict
     doc = {"bloatlab_version": "0", "kernel": "6.1", "cpus": 2, "date": "2026-11-27", "timer": TIMER,
            "targets": [{**asdict(x), "ok": x.ok} for x in t.values()]}
@@ -137,8 +140,8 @@ def test_delay_targets_are_judged_against_the_veth_the_timer_and_physics():
     assert late["lateness"].detail == "datapath CPU 147% of one core; the machine 93% busy"
     pressed = judge([tcp("userspace", 900, 10**9, 10**7, depart_error_p99_us=300.0, machine_busy_pct=70.0,
                          cpu_pressure_pct=38.4, batching_pct=86.0)], ["lateness"])
-    assert pressed["lateness"].detail == ("the machine 70% busy; tasks waiting for a CPU 38% of the time; "
-                                          "batching 86% of the time")
+    assert pressed["lateness"].detail == ("the machine 70% busy; tasks waiting for a CPU 38% of the case; "
+                                          "batching 86% of the case")
 
 
 def test_a_figure_never_measured_misses():

@@ -1,10 +1,16 @@
 """How short of CPU the machine was while a run played: the kernel's pressure (PSI), read,
 turned into a share of the run, and said when the hosts' figures may be the machine's."""
 
+import re
+from pathlib import Path
+
 import pytest
 
 from bloatlab.analysis.summary import summary_lines
-from bloatlab.testbed.machine import CPU_PRESSURE_WARN, cpu_pressure_us, pressure_share, pressure_warnings
+from bloatlab.testbed.machine import (BATCHING_WARN, CPU_PRESSURE_WARN, cpu_pressure_us, pressure_share,
+                                      pressure_warnings)
+
+CONFIG_RS = Path(__file__).parents[2] / "datapath" / "link" / "src" / "config.rs"
 
 PSI = ("some avg10=41.20 avg60=12.01 avg300=3.10 total=4765577765\n"
        "full avg10=0.00 avg60=0.00 avg300=0.00 total=0\n")
@@ -30,13 +36,23 @@ def test_a_run_short_of_cpu_says_so_and_what_the_links_did_about_it():
     assert pressure_warnings(None, None) == [] and pressure_warnings(CPU_PRESSURE_WARN - 0.01, 0.0) == []
     [w] = pressure_warnings(0.52, 0.8)
     assert w.startswith("this machine was short of CPU: tasks waited for a CPU during 52% of the run")
-    assert "the links batched their departures 80% of the time" in w and "not the network's" in w
+    assert "the links batched their departures in 80% of their report periods" in w and "not the network's" in w
     [kernel] = pressure_warnings(0.45, None)  # kernel links: no datapath to batch
     assert "batched" not in kernel
+    # Batching lowers the pressure it answers: links that batched most of the run warn below 0.4.
+    [relieved] = pressure_warnings(0.33, BATCHING_WARN)
+    assert "during 33% of the run" in relieved and "batched their departures in 50%" in relieved
+    assert pressure_warnings(0.33, BATCHING_WARN - 0.01) == []
+
+
+def test_the_warning_starts_where_the_datapath_starts_batching():
+    # The datapath's default (Rust) and the run's warning (Python) name the same pressure.
+    default = re.search(r"impl Default for Batching \{.*?enter_pressure: ([0-9.]+)", CONFIG_RS.read_text(), re.S)
+    assert default and float(default[1]) == CPU_PRESSURE_WARN
 
 
 def test_the_terminal_summary_shows_the_pressure():
     assert dict(summary_lines({"cpu": {"pressure": 0.123, "links_batching": 0.0}}))["CPU pressure"] == (
-        "some task waited for a CPU 12% of the run; the links batched 0% of it")
+        "some task waited for a CPU 12% of the run; the links batched in 0% of their report periods")
     assert dict(summary_lines({"cpu": {"pressure": 0.5, "links_batching": None}}))["CPU pressure"] == (
         "some task waited for a CPU 50% of the run")

@@ -64,6 +64,8 @@ pub struct Batching {
     pub sleep_ns: u64,
 }
 
+// enter_pressure is also where a run warns that its hosts were short of CPU (Python's
+// testbed/machine.py CPU_PRESSURE_WARN; tests/unit/test_cpu_pressure.py keeps the two equal).
 impl Default for Batching {
     fn default() -> Self {
         Batching { enter_pressure: 0.4, exit_pressure: 0.2, spin_share: 0.1, sleep_ns: 50_000 }

@@ -74,7 +74,7 @@ def summary_lines(summary: dict[str, Any]) -> list[tuple[str, str]]:
     if (cpu := summary.get("cpu")) and cpu.get("pressure") is not None:
         value = f"some task waited for a CPU {100 * cpu['pressure']:.0f}% of the run"
         if cpu.get("links_batching") is not None:
-            value += f"; the links batched {100 * cpu['links_batching']:.0f}% of it"
+            value += f"; the links batched in {100 * cpu['links_batching']:.0f}% of their report periods"
         lines.append(("CPU pressure", value))
     return lines
 

@@ -112,7 +112,8 @@ class CaseResult:
     # The whole machine over the TCP flow (a loaded timer sample included): the share of all its
     # CPUs' time not idle. Near 100, every thread (link, host or iperf3) waits for a CPU.
     machine_busy_pct: float | None = None
-    # ... and the share of it in which some task waited for a CPU (the kernel's CPU pressure).
+    # The share of the TCP and UDP tests in which some task waited for a CPU (the kernel's CPU
+    # pressure), the span batching_pct covers.
     cpu_pressure_pct: float | None = None
     # The share of the datapath's report periods, from the TCP flow on, in which its threads
     # batched departures to leave the hosts CPU (the machine's CPU pressure; docs/datapath.md).
@@ -332,8 +333,6 @@ def _measure(net: Network, case: Case, res: CaseResult, duration_s: float,
     loaded = parse_ping_replies(pinger.communicate(timeout=run_s + 10)[0])
     busy, total = (b - a for a, b in zip(machine0, _machine_cpu_ticks()))
     res.machine_busy_pct = 100 * busy / total if total else None
-    if (pressure := pressure_share(pressure0, (cpu_pressure_us(), time.monotonic()))) is not None:
-        res.cpu_pressure_pct = 100 * pressure
     if dp:
         res.datapath_cpu_pct = 100 * (_cpu_seconds(dp.pid) - cpu0) / (time.monotonic() - t0)
     res.tcp_goodput_mbps = goodput_mbps(res.tcp_window)
@@ -361,7 +360,9 @@ def _measure(net: Network, case: Case, res: CaseResult, duration_s: float,
         res.udp_rcvbuf_drops = after - before if None not in (before, after) else None
         res.udp_received_mbps = received_mbps(udp_server, after_s=1)
         res.udp_capacity_mbps = rate * UDP_PAYLOAD / FRAME_BYTES / 1e6
-    # 4. What the datapath saw.
+    # 4. What the datapath and the machine saw.
+    if (pressure := pressure_share(pressure0, (cpu_pressure_us(), time.monotonic()))) is not None:
+        res.cpu_pressure_pct = 100 * pressure
     unintended = _interface_drops(net)
     if dp:
         whole = dp.stats()

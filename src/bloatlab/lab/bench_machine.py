@@ -91,6 +91,10 @@ class Target:
     machine: float | None = None
     machine_figure: str = ""
 
+    def __post_init__(self) -> None:
+        if self.machine is None:  # nothing measured: nothing named
+            self.machine_figure = ""
+
     def _holds(self, value: float | None) -> bool:
         if value is None:
             return False
@@ -441,13 +445,15 @@ def verdicts(names: list[str], limits: dict[str, float], results: list[CaseResul
             if delayed and delayed.machine_busy_pct is not None:
                 context.append(f"the machine {delayed.machine_busy_pct:.0f}% busy")
             if delayed and delayed.cpu_pressure_pct is not None:
-                context.append(f"tasks waiting for a CPU {delayed.cpu_pressure_pct:.0f}% of the time")
+                context.append(f"tasks waiting for a CPU {delayed.cpu_pressure_pct:.0f}% of the case")
             if delayed and delayed.batching_pct is not None:
-                context.append(f"batching {delayed.batching_pct:.0f}% of the time")
+                context.append(f"batching {delayed.batching_pct:.0f}% of the case")
             sleeps = []
-            own = None
+            own, whose = None, ""
             if rt := extra.get("timer_loaded_rt"):
                 own = rt["p99_ns"] / 1e3 - timer["p99_ns"] / 1e3
+                whose = (f"{'a real-time' if rt.get('rt_priority') else 'a plain (real-time refused)'} thread's "
+                         f"{TIMER_SLEEP_NS / 1e3:.0f} us sleep under that load, bloatlab's links included")
                 sleeps.append(f"{'a real-time thread' if rt.get('rt_priority') else 'real-time refused, a thread'}'s "
                               f"p99 {rt['p99_ns'] / 1e3:.0f} us")
             if loaded:
@@ -457,7 +463,7 @@ def verdicts(names: list[str], limits: dict[str, float], results: list[CaseResul
             out.append(Target(name, p99 - tp99 if p99 is not None else None, limit,
                               f"p99 {p99:.1f} us" if p99 is not None else "-",
                               f"the timer's p99 {tp99:.1f} us (p50 {timer['p50_ns'] / 1e3:.1f})", "; ".join(context),
-                              own, "a link thread's own sleep under that load"))
+                              own, whose))
         elif name == "loaded_rtt":
             # Behind the UDP overload the queue stays full: the p99 is base + queue / rate. A TCP
             # flow fills it only at the top of its sawtooth, and Cubic's takes 13 s at this BDP.

@@ -33,6 +33,10 @@ from bloatlab.results.reader import Run, dig, load_run
 WIDTH_IN = 8.0
 PANEL_HEIGHT_IN = 4.5
 DPI = 120
+# How every PNG is written: no software stamp (the same run gives the same bytes), and zlib's
+# fastest level, which writes a run's seven figures in 0.19 s less CPU than the default (6) for
+# files 18% larger (413 -> 487 KB for cs244's).
+PNG_OPTIONS: dict[str, Any] = {"metadata": {"Software": None}, "pil_kwargs": {"compress_level": 1}}
 TIME_LABEL = "time since t0 (s)"
 # A web fetch's TCP connection is flow "WORKLOAD#N" in cwnd.csv, N its fetch number from 1.
 CONNECTION = re.compile(r"^(?P<workload>.+)#\d+$")
@@ -169,7 +173,7 @@ def save_figures(figures: dict[str, Figure], out: Path, svg: bool) -> list[Path]
     files = []
     for name, fig in figures.items():
         files.append(out / f"{name}.png")
-        fig.savefig(files[-1], metadata={"Software": None})
+        fig.savefig(files[-1], **PNG_OPTIONS)
         if svg:
             files.append(out / f"{name}.svg")
             # A fixed id salt and no date: the same run gives the same bytes.

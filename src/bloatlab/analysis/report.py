@@ -24,7 +24,7 @@ from matplotlib.figure import Figure
 
 from bloatlab.analysis import compare, plots, sweep_plots
 from bloatlab.analysis.aggregate import write_aggregate, write_series_export
-from bloatlab.analysis.plots import show_value as _show
+from bloatlab.analysis.plots import PNG_OPTIONS, show_value as _show
 from bloatlab.analysis.summary import summary_lines
 from bloatlab.errors import BloatlabError
 from bloatlab.results.reader import Run, Sweep, dig, flatten, is_run, is_sweep, load_run, load_sweep
@@ -124,7 +124,7 @@ def _figure(fig: Figure | Path, caption: str) -> _Html:
         image = fig.read_bytes()
     else:
         buffer = io.BytesIO()
-        fig.savefig(buffer, format="png", metadata={"Software": None})
+        fig.savefig(buffer, format="png", **PNG_OPTIONS)
         image = buffer.getvalue()
     # A PNG's size is in its header (IHDR, right after the 8-byte signature): width, height.
     width, height = struct.unpack(">II", image[16:24])

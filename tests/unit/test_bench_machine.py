@@ -106,8 +106,8 @@ def test_each_miss_says_whether_the_machine_s_own_baseline_misses_it_too():
     assert t["shaped_udp"].line().endswith("; the machine's own, htb's worst: 0.600, misses too")
     # A real-time thread's own sleep under that load: 40 - 26 us, within the allowance.
     assert t["lateness"].machine == pytest.approx(14) and t["lateness"].machine_ok
-    assert t["lateness"].machine_figure == ("a real-time thread's 50 us sleep under that load, bloatlab's links "
-                                            "included")
+    assert t["lateness"].machine_figure == ("a real-time thread's 50 us sleep under that load, above the link "
+                                            "threads' priority")
     assert t["up_down"].machine == 0.04 and t["up_down"].machine_ok
     # Where the machine's own was not measured, nothing is claimed for it.
     bare = judge([tcp("userspace", 900, g, 10**7, depart_error_p99_us=200.0)], ["lateness", "shaped_udp"])

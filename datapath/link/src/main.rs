@@ -78,7 +78,7 @@ fn parse_args() -> Usage {
                 std::process::exit(0);
             }
             "-h" | "--help" => {
-                println!("usage: bloatlab-link --config FILE [--detach]\n       bloatlab-link --timer NS COUNT [--rt]\n       bloatlab-link --describe\n       bloatlab-link --version\n\nEmulates the links FILE describes (JSON, see docs/datapath.md).\n--detach: keep running when the parent exits (for `bloatlab up`).\n--timer: sleep COUNT times for NS nanoseconds as a link thread does (ppoll, 1 ns timer slack) and print how late each woke (JSON: p50, p99, max in ns) and the CPU time each sleep took (cpu_ns): the machine's own timer, the baseline of departure lateness. --rt: sleep at the link threads' real-time priority (rt_priority: its value, or null where refused).\n--describe: print the disciplines the config takes, with their defaults, and the drop and mark reason codes (JSON).");
+                println!("usage: bloatlab-link --config FILE [--detach]\n       bloatlab-link --timer NS COUNT [--rt]\n       bloatlab-link --describe\n       bloatlab-link --version\n\nEmulates the links FILE describes (JSON, see docs/datapath.md).\n--detach: keep running when the parent exits (for `bloatlab up`).\n--timer: sleep COUNT times for NS nanoseconds as a link thread does (ppoll, 1 ns timer slack) and print how late each woke (JSON: p50, p99, max in ns) and the CPU time each sleep took (cpu_ns): the machine's own timer, the baseline of departure lateness. --rt: sleep real-time, one step above the link threads' default priority (rt_priority: its value, or null where refused).\n--describe: print the disciplines the config takes, with their defaults, and the drop and mark reason codes (JSON).");
                 std::process::exit(0);
             }
             other => die(2, format!("unknown argument {other:?}; usage: bloatlab-link --config FILE [--detach]")),
@@ -90,11 +90,13 @@ fn parse_args() -> Usage {
 /// The machine's timer, as a link thread meets it: COUNT sleeps of NS each through ppoll with
 /// 1 ns of slack, and how long after its due time each one ended. A departure can be no more
 /// punctual than this, so it is the baseline `bloatlab bench machine` and each run judge by.
-/// With `rt`, at the link threads' default real-time priority: under load, what a link thread
-/// could get, where a normal thread waits behind the hosts.
+/// With `rt`, real-time one step above the link threads' default priority: under load, what
+/// the machine gives a link thread, where a normal thread waits behind the hosts. Above them, so
+/// that a running link thread (SCHED_FIFO does not preempt its own level) does not count as the
+/// machine's.
 fn timer_overshoot(ns: u64, count: u64, rt: bool) -> Value {
     unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1) };
-    let rt_priority = rt.then_some(bloatlab_link::config::DEFAULT_RT_PRIORITY).filter(|&prio| {
+    let rt_priority = rt.then_some(bloatlab_link::config::DEFAULT_RT_PRIORITY + 1).filter(|&prio| {
         let p = libc::sched_param { sched_priority: prio };
         unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &p) == 0 }
     });

@@ -453,7 +453,7 @@ def verdicts(names: list[str], limits: dict[str, float], results: list[CaseResul
             if rt := extra.get("timer_loaded_rt"):
                 own = rt["p99_ns"] / 1e3 - timer["p99_ns"] / 1e3
                 whose = (f"{'a real-time' if rt.get('rt_priority') else 'a plain (real-time refused)'} thread's "
-                         f"{TIMER_SLEEP_NS / 1e3:.0f} us sleep under that load, bloatlab's links included")
+                         f"{TIMER_SLEEP_NS / 1e3:.0f} us sleep under that load, above the link threads' priority")
                 sleeps.append(f"{'a real-time thread' if rt.get('rt_priority') else 'real-time refused, a thread'}'s "
                               f"p99 {rt['p99_ns'] / 1e3:.0f} us")
             if loaded:

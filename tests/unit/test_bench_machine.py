@@ -44,6 +44,10 @@ def test_shaped_tcp_takes_the_highest_rate_within_three_percent():
     # 1.5 Gbit/s misses by 7.4%, but 2 Gbit/s holds: a rate above a miss still counts.
     assert t.value == pytest.approx(0.98 * capacity(2 * g) / 2300) and t.ok
     assert "at 2 Gbit/s" in t.figure
+    # Within 3% either way: 7.6% over its setting (htb's once at 2 Gbit/s) is not.
+    over = judge([tcp("kernel", 2300), tcp("userspace", 0.99 * capacity(g), g),
+                  tcp("userspace", 1.076 * capacity(2 * g), 2 * g)], ["shaped_tcp"])["shaped_tcp"]
+    assert "at 1 Gbit/s" in over.figure
     none = judge([tcp("kernel", 2540), tcp("userspace", 10, g, )], ["shaped_tcp"])["shaped_tcp"]
     assert none.value == 0.0 and not none.ok and none.figure == "no rate within 3%"
 

@@ -115,7 +115,7 @@ def add_parsers(commands: argparse._SubParsersAction) -> None:
         "a plain veth pair (and htb where the kernel has it), the overshoot of a 50 us sleep, plain `ip`\n"
         "calls and Python's start-up. Each target is a ratio or a difference to its baseline:\n\n"
         "  unlimited_tcp  >= 0.95  userspace link's TCP goodput / the kernel bridge's\n"
-        "  shaped_tcp     >= 0.80  the best shaped TCP goodput within 3% of its rate / the bridge's\n"
+        "  shaped_tcp     >= 0.80  the best shaped TCP goodput within 3% of its rate (either way) / the bridge's\n"
         "  shaped_udp     >= 0.97  the worst UDP share of capacity over --rates\n"
         "  idle_rtt       <= 0.05  ms of idle RTT added over the delays, beyond a plain veth's RTT\n"
         "  lateness       <= 20    us of departure lateness p99 beyond the timer's p99 (1 Gbit/s, 10 ms)\n"

@@ -18,6 +18,14 @@ def tcp(backend: str, mbps: float, rate: int | None = None, delay: int = 0, roun
     return CaseResult(Case(backend, rate, delay, round), tcp_goodput_mbps=mbps, tcp_capacity_mbps=capacity, **more)
 
 
+def shaped(backend: str, rate: int, tcp_share: float, udp_share: float) -> CaseResult:
+    """A shaped case without delay: TCP and UDP each at a share of their capacity."""
+    cap = rate * 1448 / 1514 / 1e6
+    udp = rate * 1472 / 1514 / 1e6
+    return CaseResult(Case(backend, rate, 0), tcp_goodput_mbps=tcp_share * cap, tcp_capacity_mbps=cap,
+                      udp_received_mbps=udp_share * udp, udp_capacity_mbps=udp)
+
+
 def judge(results, names=None, limits=None, extra=None):
     names = names or list(LIMITS)
     targets = verdicts(names, {**{n: LIMITS[n].value for n in names}, **(limits or {})}, results, TIMER, extra or {})
@@ -64,14 +72,8 @@ def test_udp_is_judged_on_its_worst_rate():
 
 def test_htb_at_the_same_rates_stands_beside_both_shaped_targets():
     g = 1_000_000_000
-
-    def case(backend, rate, tcp_share, udp_share):
-        cap = rate * 1448 / 1514 / 1e6
-        udp = rate * 1472 / 1514 / 1e6
-        return CaseResult(Case(backend, rate, 0), tcp_goodput_mbps=tcp_share * cap, tcp_capacity_mbps=cap,
-                          udp_received_mbps=udp_share * udp, udp_capacity_mbps=udp)
-    results = [tcp("kernel", 2300), case("userspace", g, 0.98, 0.75), case("userspace", 2 * g, 0.89, 0.25),
-               case("kernel", g, 0.995, 0.9), case("kernel", 2 * g, 0.995, 0.6)]
+    results = [tcp("kernel", 2300), shaped("userspace", g, 0.98, 0.75), shaped("userspace", 2 * g, 0.89, 0.25),
+               shaped("kernel", g, 0.995, 0.9), shaped("kernel", 2 * g, 0.995, 0.6)]
     t = judge(results, ["shaped_tcp", "shaped_udp"])
     # htb's cases are the baseline, never bloatlab's figure: the worst UDP share is the userspace 25%.
     assert t["shaped_tcp"].figure == "937 Mbit/s at 1 Gbit/s"
@@ -89,15 +91,9 @@ def test_htb_at_the_same_rates_stands_beside_both_shaped_targets():
 
 def test_each_miss_says_whether_the_machine_s_own_baseline_misses_it_too():
     g = 1_000_000_000
-
-    def case(backend, rate, tcp_share, udp_share):
-        cap = rate * 1448 / 1514 / 1e6
-        udp = rate * 1472 / 1514 / 1e6
-        return CaseResult(Case(backend, rate, 0), tcp_goodput_mbps=tcp_share * cap, tcp_capacity_mbps=cap,
-                          udp_received_mbps=udp_share * udp, udp_capacity_mbps=udp)
-    results = [tcp("kernel", 2300), case("userspace", g, 0.98, 0.75), case("userspace", 2 * g, 0.89, 0.25),
-               case("kernel", g, 0.995, 0.9), case("kernel", 2 * g, 0.995, 0.6),
-               case("kernel", 3 * g, 0.5, 0.1),  # a rate bloatlab's UDP never ran: not htb's worst
+    results = [tcp("kernel", 2300), shaped("userspace", g, 0.98, 0.75), shaped("userspace", 2 * g, 0.89, 0.25),
+               shaped("kernel", g, 0.995, 0.9), shaped("kernel", 2 * g, 0.995, 0.6),
+               shaped("kernel", 3 * g, 0.5, 0.1),  # a rate bloatlab's UDP never ran: not htb's worst
                tcp("userspace", 900, g, 10**7, depart_error_p99_us=200.0)]
     extra = {"timer_loaded_rt": {"rt_priority": 10, "p99_ns": 40_000}, "plain_ip_s": 0.04, "up_down_s": 0.6}
     t = judge(results, ["shaped_tcp", "shaped_udp", "lateness", "up_down"], extra=extra)

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from bloatlab.analysis.summary import summary_lines
+from bloatlab.testbed.datapath import batching_share
 from bloatlab.testbed.machine import (BATCHING_WARN, CPU_PRESSURE_WARN, cpu_pressure_us, pressure_share,
                                       pressure_warnings)
 
@@ -56,3 +57,12 @@ def test_the_terminal_summary_shows_the_pressure():
         "some task waited for a CPU 12% of the run; the links batched in 0% of their report periods")
     assert dict(summary_lines({"cpu": {"pressure": 0.5, "links_batching": None}}))["CPU pressure"] == (
         "some task waited for a CPU 50% of the run")
+
+
+def test_the_links_batching_share_is_taken_between_two_of_the_datapath_s_reports():
+    at_t0 = {"batching": {"pressure": 0.1, "active": False, "periods": 10, "periods_batching": 2}}
+    final = {"batching": {"pressure": 0.5, "active": True, "periods": 30, "periods_batching": 17}}
+    assert batching_share(at_t0, final) == pytest.approx(15 / 20)
+    assert batching_share(None, final) == pytest.approx(17 / 30)  # no earlier report: all of it
+    assert batching_share(at_t0, {"batching": None}) is None  # batching off, or no PSI
+    assert batching_share(final, final) is None  # no period ended between them

@@ -40,6 +40,7 @@ from bloatlab.specs.model import PCAP_SNAPLEN, DirectionSpec, HostSpec, LinkSpec
 from bloatlab.specs.units import format_duration_ns, format_rate
 from bloatlab.testbed import capabilities
 from bloatlab.testbed import netns
+from bloatlab.testbed.datapath import batching_share
 from bloatlab.testbed.links.base import Captures
 from bloatlab.testbed.machine import cpu_pressure_us, pressure_share
 from bloatlab.testbed.network import Network
@@ -314,7 +315,7 @@ def _measure(net: Network, case: Case, res: CaseResult, duration_s: float,
     # 2. TCP with pings riding along: goodput over `duration_s` after the warm-up.
     dp = net.datapath
     cpu0, t0 = (_cpu_seconds(dp.pid), time.monotonic()) if dp else (0.0, 0.0)
-    batching0 = _batching_periods(dp.stats()) if dp else None
+    stats0 = dp.stats() if dp else None
     machine0 = _machine_cpu_ticks()
     pressure0 = (cpu_pressure_us(), time.monotonic())
     interval = "0.1" if (rate or 10**12) <= 20_000_000 else "0.02"
@@ -366,9 +367,8 @@ def _measure(net: Network, case: Case, res: CaseResult, duration_s: float,
     unintended = _interface_drops(net)
     if dp:
         whole = dp.stats()
-        if batching0 is not None and (batching := _batching_periods(whole)) is not None:
-            periods = batching[0] - batching0[0]
-            res.batching_pct = 100 * (batching[1] - batching0[1]) / periods if periods else None
+        if (share := batching_share(stats0, whole)) is not None:
+            res.batching_pct = 100 * share
         stats = whole["links"]["h1-h2"]
         fwd = stats["forward"]["depart_error_ns"]
         res.depart_error_p50_us = fwd["p50"] / 1e3
@@ -378,12 +378,6 @@ def _measure(net: Network, case: Case, res: CaseResult, duration_s: float,
                 res.drops[reason] = res.drops.get(reason, 0) + n
         unintended += sum(res.drops.get(k, 0) for k in ("rx_overrun", "tx_error", "oversize", "runt"))
     res.unintended_drops = unintended
-
-
-def _batching_periods(stats: dict[str, Any]) -> tuple[int, int] | None:
-    """The datapath's report periods so far, and those it batched in (None: it never batches)."""
-    b = stats.get("batching")
-    return (b["periods"], b["periods_batching"]) if b else None
 
 
 def cases(rates: list[int | None], delays: list[int], kernel_qdiscs: dict[str, bool],

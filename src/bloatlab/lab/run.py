@@ -44,7 +44,8 @@ from bloatlab.specs.model import Bulk, Experiment, Web
 if TYPE_CHECKING:
     from bloatlab.lab.sweep import SweepOutcome
 from bloatlab.testbed import netns, state
-from bloatlab.testbed.datapath import capture_warnings, lag_warnings, read_stats_if_any, timer_overshoot
+from bloatlab.testbed.datapath import (batching_share, capture_warnings, lag_warnings, read_stats_if_any,
+                                       timer_overshoot)
 from bloatlab.testbed.links.base import Captures
 from bloatlab.testbed.machine import (cpu_pressure_us, machine, pressure_share, pressure_warnings, snapshots,
                                       tool_versions)
@@ -80,7 +81,7 @@ class Run:
         self.stopped_s: float | None = None  # how far the schedule got, when it was cut short
         self.preload: threading.Thread | None = None
         self.pressure_at_t0: tuple[int | None, float] | None = None  # (PSI's CPU "some" total, monotonic s)
-        self.batching_at_t0: dict[str, Any] = {}  # the datapath's batching counters then
+        self.stats_at_t0: dict[str, Any] | None = None  # the datapath's stats then
 
     def execute(self) -> Outcome:
         if self.dir.holds_run():
@@ -199,7 +200,7 @@ class Run:
         self.clock.mark()
         self.pressure_at_t0 = (cpu_pressure_us(), time.monotonic())
         if self.net.datapath is not None and self.net.datapath.stats_path is not None:
-            self.batching_at_t0 = (read_stats_if_any(self.net.datapath.stats_path) or {}).get("batching") or {}
+            self.stats_at_t0 = read_stats_if_any(self.net.datapath.stats_path)
         record.t0_real, record.t0_mono = self.clock.t0_real, self.clock.t0_mono
         record.backends, record.host_cc = list(self.net.backends), dict(self.net.host_cc)
         record.queues = {name: QueueMeasure(source.kind) for name, source in sources.items()}
@@ -263,11 +264,8 @@ class Run:
             record.backends = list(self.net.backends)  # chosen before building, so known if the build failed
             record.host_cc = dict(self.net.host_cc)
         record.datapath_stats = self._datapath_stats()
-        # Over the played schedule, as the pressure: the counters since t0.
-        batching = ((self.net.final_datapath_stats or {}) if self.net is not None else {}).get("batching") or {}
-        start = self.batching_at_t0
-        if (periods := batching.get("periods", 0) - start.get("periods", 0)) > 0:
-            record.links_batching = (batching.get("periods_batching", 0) - start.get("periods_batching", 0)) / periods
+        if self.stats_at_t0 is not None and self.net is not None:  # from t0 on, as the pressure
+            record.links_batching = batching_share(self.stats_at_t0, self.net.final_datapath_stats)
         record.warnings += lag_warnings(record.datapath_stats, record.timer) + capture_warnings(record.datapath_stats)
         record.warnings += pressure_warnings(record.cpu_pressure, record.links_batching)
         return record

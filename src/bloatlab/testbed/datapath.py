@@ -216,6 +216,17 @@ def timer_overshoot(sleep_ns: int = TIMER_SLEEP_NS, count: int = TIMER_SLEEPS,
         return None
 
 
+def batching_share(before: dict[str, Any] | None, after: dict[str, Any] | None) -> float | None:
+    """The share of the datapath's report periods between two of its stats documents in which
+    its links batched departures (sched.rs CpuPressure); None where it never batches (off, or no
+    PSI) or no period ended between them."""
+    b0, b1 = (before or {}).get("batching") or {}, (after or {}).get("batching") or {}
+    if not b1:
+        return None
+    periods = b1.get("periods", 0) - b0.get("periods", 0)
+    return (b1.get("periods_batching", 0) - b0.get("periods_batching", 0)) / periods if periods > 0 else None
+
+
 def lateness(stats: dict[str, dict[str, Any]], timer: dict[str, Any] | None) -> dict[str, Any] | None:
     """The run's worst departure lateness (p99 of the direction where it is highest) beside what
     the machine allows: its timer's p99 overshoot plus TIMER_ALLOWANCE_US. None without a

@@ -27,6 +27,13 @@ def running(name: str) -> list[str]:
     return [line for line in out.splitlines() if not line.split()[1].startswith("Z")]
 
 
+def where_it_waits(pid: int) -> str:
+    """The process and its children: each one's command and the kernel function it sleeps in."""
+    out = subprocess.run(["ps", "-o", "pid=,stat=,wchan:32=,args=", "--ppid", str(pid), "-p", str(pid)],
+                         capture_output=True, text=True).stdout
+    return " | ".join(" ".join(line.split()) for line in out.splitlines())
+
+
 @pytest.fixture(scope="module")
 def rrul(tmp_path_factory):
     exp = load_preset("rrul", ["duration=14s", "idle=3s", "cc=reno"])
@@ -131,10 +138,13 @@ def test_a_killed_test_leaves_its_server_to_clean(tmp_path):
                                 "cc=reno", "--out", str(tmp_path / "killed"), "--quiet"], stdout=subprocess.DEVNULL,
                                stderr=stderr)
     try:
-        deadline = time.monotonic() + 30
+        # A run reaches its server in 2-10 s here; once (CI, 2026-11-28) one had not in 30 s, with
+        # nothing on stderr. Where it waits is what the message gives if it happens again.
+        deadline = time.monotonic() + 60
         while not running("nghttpd") and time.monotonic() < deadline and run.poll() is None:
             time.sleep(0.2)
-        assert running("nghttpd"), f"the server never started (run exit {run.poll()}): {err.read_text()[-2000:]}"
+        assert running("nghttpd"), (f"the server never started (run exit {run.poll()}): {err.read_text()[-2000:]}; "
+                                    f"the run was at: {where_it_waits(run.pid)}")
         time.sleep(3)  # the client is loading the path
     finally:
         run.kill()

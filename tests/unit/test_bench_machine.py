@@ -108,6 +108,8 @@ def test_each_miss_says_whether_the_machine_s_own_baseline_misses_it_too():
     assert t["lateness"].machine == pytest.approx(14) and t["lateness"].machine_ok
     assert t["lateness"].machine_figure == ("a real-time thread's 50 us sleep under that load, above the link "
                                             "threads' priority")
+    refused = judge(results, ["lateness"], extra={"timer_loaded_rt": {"rt_priority": None, "p99_ns": 40_000}})
+    assert refused["lateness"].machine_figure == "a plain thread's 50 us sleep under that load (real-time refused)"
     assert t["up_down"].machine == 0.04 and t["up_down"].machine_ok
     # Where the machine's own was not measured, nothing is claimed for it.
     bare = judge([tcp("userspace", 900, g, 10**7, depart_error_p99_us=200.0)], ["lateness", "shaped_udp"])

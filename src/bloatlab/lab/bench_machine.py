@@ -454,8 +454,9 @@ def verdicts(names: list[str], limits: dict[str, float], results: list[CaseResul
             own, whose = None, ""
             if rt := extra.get("timer_loaded_rt"):
                 own = rt["p99_ns"] / 1e3 - timer["p99_ns"] / 1e3
-                whose = (f"{'a real-time' if rt.get('rt_priority') else 'a plain (real-time refused)'} thread's "
-                         f"{TIMER_SLEEP_NS / 1e3:.0f} us sleep under that load, above the link threads' priority")
+                whose = (f"a real-time thread's {TIMER_SLEEP_NS / 1e3:.0f} us sleep under that load, above the link "
+                         "threads' priority" if rt.get("rt_priority") else
+                         f"a plain thread's {TIMER_SLEEP_NS / 1e3:.0f} us sleep under that load (real-time refused)")
                 sleeps.append(f"{'a real-time thread' if rt.get('rt_priority') else 'real-time refused, a thread'}'s "
                               f"p99 {rt['p99_ns'] / 1e3:.0f} us")
             if loaded:

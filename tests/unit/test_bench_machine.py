@@ -101,9 +101,12 @@ def test_each_miss_says_whether_the_machine_s_own_baseline_misses_it_too():
     assert t["shaped_tcp"].machine == pytest.approx(0.995 * 2 * g * 1448 / 1514 / 1e6 / 2300)
     assert t["shaped_tcp"].machine_ok and not t["shaped_tcp"].ok
     assert t["shaped_tcp"].line().endswith("; the machine's own, htb: 0.827, holds")
-    # htb lost 40% at 2 Gbit/s: the target is beyond this machine.
-    assert t["shaped_udp"].machine == pytest.approx(0.6) and t["shaped_udp"].machine_ok is False
-    assert t["shaped_udp"].line().endswith("; the machine's own, htb's worst: 0.600, misses too")
+    # At 1 Gbit/s, the lowest rate bloatlab's UDP misses, htb lost 10% too: the target is beyond
+    # this machine, though bloatlab did worse there.
+    assert t["shaped_udp"].machine == pytest.approx(0.9) and t["shaped_udp"].machine_ok is False
+    assert t["shaped_udp"].trails and t["shaped_udp"].mine == pytest.approx(0.75)
+    assert t["shaped_udp"].line().endswith("; the machine's own, htb at 1 Gbit/s, where bloatlab's first misses: "
+                                           "0.900, misses too (bloatlab's there: 0.750)")
     # A real-time thread's own sleep under that load: 40 - 26 us, within the allowance.
     assert t["lateness"].machine == pytest.approx(14) and t["lateness"].machine_ok
     assert t["lateness"].machine_figure == ("a real-time thread's 50 us sleep under that load, above the link "
@@ -120,8 +123,26 @@ def test_each_miss_says_whether_the_machine_s_own_baseline_misses_it_too():
            "targets": [{**asdict(x), "ok": x.ok} for x in t.values()]}
     assert render(doc).endswith(
         "4 of 4 targets miss: shaped_tcp (bloatlab's: the machine's own holds), "
-        "shaped_udp (beyond this machine: its own misses too), lateness (bloatlab's: the machine's own holds), "
-        "up_down (bloatlab's: the machine's own holds)")
+        "shaped_udp (beyond this machine: its own misses too, but bloatlab trails it: 0.750 against 0.900), "
+        "lateness (bloatlab's: the machine's own holds), up_down (bloatlab's: the machine's own holds)")
+
+
+def test_a_udp_miss_is_bloatlab_s_where_htb_holds_that_rate_whatever_the_higher_rates_do():
+    g = 1_000_000_000
+    results = [shaped("userspace", g // 2, 1.0, 0.99), shaped("userspace", g, 1.0, 0.85),
+               shaped("userspace", 2 * g, 1.0, 0.30),
+               shaped("kernel", g // 2, 1.0, 0.999), shaped("kernel", g, 1.0, 0.98), shaped("kernel", 2 * g, 1.0, 0.40)]
+    t = judge(results, ["shaped_udp"])["shaped_udp"]
+    # Judged on its worst rate, 2 Gbit/s; whose miss it is, at its first, 1 Gbit/s, where htb held.
+    assert t.value == pytest.approx(0.30) and not t.ok
+    assert t.machine == pytest.approx(0.98) and t.machine_ok and t.trails
+    assert t.machine_figure == "htb at 1 Gbit/s, where bloatlab's first misses"
+    # Where bloatlab misses no rate, the machine's own is read at bloatlab's worst, and nothing trails.
+    held = judge([shaped("userspace", g, 1.0, 0.99), shaped("kernel", g, 1.0, 0.985)], ["shaped_udp"])["shaped_udp"]
+    assert held.ok and held.machine_figure == "htb at 1 Gbit/s, bloatlab's worst rate" and held.trails is False
+    # htb not run at that rate: nothing is claimed for the machine.
+    apart = judge([shaped("userspace", g, 1.0, 0.5), shaped("kernel", 2 * g, 1.0, 0.4)], ["shaped_udp"])["shaped_udp"]
+    assert apart.machine is None and apart.matched is None and apart.trails is None
 
 
 def test_delay_targets_are_judged_against_the_veth_the_timer_and_physics():

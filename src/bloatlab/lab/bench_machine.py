@@ -22,7 +22,8 @@ before, and the target is on the ratio or the difference (docs/datapath.md):
 
 Where the machine did the same work itself (htb at the shaped rates, a real-time thread's own
 sleep under the lateness case's load, plain `ip` calls), that figure is judged on the same target
-beside bloatlab's: a miss it shares is beyond this machine, one it does not is bloatlab's.
+beside bloatlab's: a miss it shares is beyond this machine, one it does not is bloatlab's, and a
+shared miss where bloatlab did worse than the machine says so.
 
 The cases are bench link's (lab/bench.py): one link between two hosts, measured the same way.
 """
@@ -90,10 +91,14 @@ class Target:
     # misses too, the machine, not bloatlab, is what stops the target here.
     machine: float | None = None
     machine_figure: str = ""
+    # bloatlab's own figure on the machine's terms, where those are not `value`'s: shaped_udp's
+    # machine figure is htb's share at one rate, so bloatlab's is its share at that rate.
+    matched: float | None = None
 
     def __post_init__(self) -> None:
         if self.machine is None:  # nothing measured: nothing named
             self.machine_figure = ""
+            self.matched = None
 
     def _holds(self, value: float | None) -> bool:
         if value is None:
@@ -108,14 +113,28 @@ class Target:
     def machine_ok(self) -> bool | None:
         return None if self.machine is None else self._holds(self.machine)
 
+    @property
+    def mine(self) -> float | None:
+        """bloatlab's figure on the machine figure's terms."""
+        return self.value if self.matched is None else self.matched
+
+    @property
+    def trails(self) -> bool | None:
+        """Whether bloatlab did worse than the machine's own work, judged the same way: a target
+        beyond this machine may still show a gap that is bloatlab's."""
+        if self.machine is None or self.mine is None:
+            return None
+        return self.mine < self.machine if LIMITS[self.name].at_least else self.mine > self.machine
+
     def line(self) -> str:
         lim = LIMITS[self.name]
         value = "-" if self.value is None else f"{self.value:.3f}"
         sign = ">=" if lim.at_least else "<="
         own = ""
         if self.machine is not None:
+            mine = f" (bloatlab's there: {self.matched:.3f})" if self.matched is not None else ""
             own = (f"; the machine's own, {self.machine_figure}: {self.machine:.3f}, "
-                   + ("holds" if self.machine_ok else "misses too"))
+                   + ("holds" if self.machine_ok else "misses too") + mine)
         return (f"{'ok  ' if self.ok else 'MISS'} {self.name:13} {value:>8} {sign} {self.limit:g} {lim.unit:2} | "
                 f"{self.figure} against {self.baseline}" + (f" ({self.detail})" if self.detail else "") + own)
 
@@ -351,7 +370,7 @@ def run_machine(names: list[str], limits: dict[str, float], rates: list[int], du
     targets = verdicts(names, {**{n: LIMITS[n].value for n in names}, **limits}, results, timer, extra)
     doc = {"bloatlab_version": __version__, "kernel": os.uname().release, "cpus": os.cpu_count(),
            "date": time.strftime("%Y-%m-%d"), "duration_s": duration_s, "timer": timer, **extra,
-           "targets": [{**asdict(t), "ok": t.ok, "machine_ok": t.machine_ok, "unit": LIMITS[t.name].unit, "at_least": LIMITS[t.name].at_least}
+           "targets": [{**asdict(t), "ok": t.ok, "machine_ok": t.machine_ok, "trails_machine": t.trails, "unit": LIMITS[t.name].unit, "at_least": LIMITS[t.name].at_least}
                        for t in targets],
            "results": [asdict(r) for r in results]}
     (out_dir / "bench-machine.json").write_text(json.dumps(doc, indent=2))
@@ -369,17 +388,23 @@ def _highest_within(cases: list[CaseResult]) -> CaseResult | None:
     """The highest-rate case whose TCP goodput is within WITHIN of its capacity, either way: a
     shaper that lets through more than its setting is as far from it as one that gives less
     (htb gave 103-108% at 1 and 2 Gbit/s on 2026-11-28)."""
-    good = [r for r in cases if r.tcp_goodput_mbps and r.tcp_capacity_mbps
-            and abs(r.tcp_goodput_mbps / r.tcp_capacity_mbps - 1) <= WITHIN]
+    good = [r for r in cases if (share := _tcp_share(r)) is not None and abs(share - 1) <= WITHIN]
     return good[-1] if good else None
+
+
+def _tcp_share(r: CaseResult) -> float | None:
+    """The share of its capacity a case's TCP goodput was."""
+    return r.tcp_goodput_mbps / r.tcp_capacity_mbps if r.tcp_goodput_mbps and r.tcp_capacity_mbps else None
+
+
+def _udp_share(r: CaseResult) -> float | None:
+    """The share of its capacity a case's UDP delivered."""
+    return r.udp_received_mbps / r.udp_capacity_mbps if r.udp_received_mbps and r.udp_capacity_mbps else None
 
 
 def _shares(cases: list[CaseResult], proto: str) -> str:
     """Each case's share of its capacity ("1 Gbit/s 99.5%, ..."), TCP's goodput or UDP's arrivals."""
-    def share(r: CaseResult) -> float | None:
-        got, cap = (r.tcp_goodput_mbps, r.tcp_capacity_mbps) if proto == "tcp" else (r.udp_received_mbps,
-                                                                                     r.udp_capacity_mbps)
-        return got / cap if got and cap else None
+    share = _tcp_share if proto == "tcp" else _udp_share
     return ", ".join(f"{format_rate(r.case.rate_bps)} " + (f"{100 * v:.1f}%" if (v := share(r)) is not None else "-")
                      for r in cases)
 
@@ -418,21 +443,24 @@ def verdicts(names: list[str], limits: dict[str, float], results: list[CaseResul
                     own = (kernel.tcp_goodput_mbps or 0) / bridge if kernel else 0.0
             out.append(Target(name, value, limit, figure, base, detail, own, "htb"))
         elif name == "shaped_udp":
-            shares = [(r, r.udp_received_mbps / r.udp_capacity_mbps) for r in shaped
-                      if r.udp_received_mbps and r.udp_capacity_mbps]
+            shares = [(r, s) for r in shaped if (s := _udp_share(r)) is not None]
             worst = min(shares, key=lambda s: s[1]) if shares else None
             drops = sum(r.udp_rcvbuf_drops or 0 for r in shaped)
-            # htb's worst at the rates bloatlab's UDP ran at, so both face the same rates.
-            at = {r.case.rate_bps for r, _ in shares}
-            htb_shares = [r.udp_received_mbps / r.udp_capacity_mbps for r in htb
-                          if r.case.rate_bps in at and r.udp_received_mbps and r.udp_capacity_mbps]
+            # The machine's own at the lowest rate bloatlab's UDP misses (its worst where none
+            # does): where htb holds a rate bloatlab misses, that miss is bloatlab's whatever
+            # the higher rates do.
+            first = next(((r, s) for r, s in shares if s < limit), worst)
+            kernel = next((s for r in htb if first and r.case.rate_bps == first[0].case.rate_bps
+                           and (s := _udp_share(r)) is not None), None)
+            at = f"htb at {format_rate(first[0].case.rate_bps)}, " if first else ""
+            at += ("where bloatlab's first misses" if first and first[1] < limit else "bloatlab's worst rate")
             out.append(Target(name, worst[1] if worst else None, limit,
                               f"{100 * worst[1]:.1f}% at {format_rate(worst[0].case.rate_bps)}" if worst else "-",
                               "each rate's capacity",
                               ", ".join(f"{format_rate(r.case.rate_bps)} {100 * s:.1f}%" for r, s in shares)
                               + (f"; the receiving socket dropped {drops} datagrams (host CPU)" if drops else "")
                               + (f"; htb, same queue: {_shares([r for r in htb if r.case.udp], 'udp')}" if htb else ""),
-                              min(htb_shares) if htb_shares else None, "htb's worst"))
+                              kernel, at, first[1] if first else None))
         elif name == "idle_rtt":
             added = delayed.min_rtt_ms - delayed.expected_min_rtt_ms if delayed and delayed.min_rtt_ms is not None \
                 and delayed.expected_min_rtt_ms is not None else None
@@ -504,12 +532,17 @@ def render(doc: dict[str, Any]) -> str:
             f"timer: {timer_summary(doc['timer'])}")
     lines = [head, ""]
     targets = [Target(**{k: t[k] for k in ("name", "value", "limit", "figure", "baseline", "detail")},
-                      machine=t.get("machine"), machine_figure=t.get("machine_figure", "")) for t in doc["targets"]]
+                      machine=t.get("machine"), machine_figure=t.get("machine_figure", ""), matched=t.get("matched"))
+               for t in doc["targets"]]
     lines += [t.line() for t in targets]
     if missed := [t for t in targets if not t.ok]:
         # Whose miss each is: a target the machine's own baseline misses too is beyond this machine.
         def whose(t: Target) -> str:
-            return {None: "", False: " (beyond this machine: its own misses too)",
-                    True: " (bloatlab's: the machine's own holds)"}[t.machine_ok]
+            if t.machine_ok is None:
+                return ""
+            if t.machine_ok:
+                return " (bloatlab's: the machine's own holds)"
+            gap = f", but bloatlab trails it: {t.mine:.3f} against {t.machine:.3f}" if t.trails else ""
+            return f" (beyond this machine: its own misses too{gap})"
         lines += ["", f"{len(missed)} of {len(targets)} targets miss: " + ", ".join(t.name + whose(t) for t in missed)]
     return "\n".join(lines)

@@ -89,9 +89,8 @@ def test_shaped_tcp_climbs_above_the_given_rates_until_its_target_is_within_reac
     assert added and doc["shaped_tcp_more_rates"] == added
     shaped = [r for r in doc["results"] if r["case"]["rate_bps"]]
     htb = capabilities.kernel_qdiscs(["htb"]).get("htb")
-    assert [(r["case"]["backend"], r["case"]["rate_bps"]) for r in shaped] == (
-        [("userspace", 500_000_000)] + ([("kernel", 500_000_000)] if htb else [])
-        + [("userspace", rate) for rate in added] + ([("kernel", rate) for rate in added] if htb else []))
+    assert [(r["case"]["backend"], r["case"]["rate_bps"]) for r in shaped] == [
+        (b, rate) for rate in [500_000_000, *added] for b in ["userspace"] + (["kernel"] if htb else [])]
     for r in shaped:  # the added rates measure TCP alone
         assert r["tcp_goodput_mbps"] > 0 and (r["udp_received_mbps"] is None) == (r["case"]["rate_bps"] in added)
     # Judged on every rate, the added ones included; htb's stands beside, never as bloatlab's figure.

@@ -206,8 +206,9 @@ def test_the_plan_runs_only_what_the_chosen_targets_need():
 def test_htb_runs_at_every_shaped_rate_where_the_kernel_has_it(monkeypatch, htb):
     monkeypatch.setattr(capabilities, "kernel_qdiscs", lambda *kinds: {"htb": htb})
     shaped = [(c.backend, c.rate_bps) for c in _plan(["shaped_udp"], [10**9, 2 * 10**9], 3) if c.rate_bps]
-    assert shaped == [("userspace", 10**9), ("userspace", 2 * 10**9)] + (
-        [("kernel", 10**9), ("kernel", 2 * 10**9)] if htb else [])
+    # Each rate's pair back to back: a busy spell falls on both backends.
+    assert shaped == ([("userspace", 10**9), ("kernel", 10**9), ("userspace", 2 * 10**9), ("kernel", 2 * 10**9)]
+                      if htb else [("userspace", 10**9), ("userspace", 2 * 10**9)])
 
 
 def test_shaped_tcp_rates_go_on_until_its_target_is_within_reach():
@@ -222,10 +223,9 @@ def test_shaped_tcp_rates_go_on_until_its_target_is_within_reach():
     assert ladder(rates, None, 0.8) == []  # no bridge measured: nothing to aim at
     plan = [Case("kernel", None, 0), Case("userspace", g, 0), Case("kernel", g, 0), Case("userspace", g, 10**7)]
     assert _extend_ladder(plan, [g], 3000, 0.8) == [3 * g // 2, 2 * g, 5 * g // 2, 3 * g]
-    # TCP only, after the shaped cases, htb's too; the delay case stays last.
-    assert [(c.backend, c.rate_bps, c.udp) for c in plan[3:-1]] == (
-        [("userspace", r, False) for r in (3 * g // 2, 2 * g, 5 * g // 2, 3 * g)]
-        + [("kernel", r, False) for r in (3 * g // 2, 2 * g, 5 * g // 2, 3 * g)])
+    # TCP only, after the shaped cases, each rate's htb case after bloatlab's; the delay case stays last.
+    assert [(c.backend, c.rate_bps, c.udp) for c in plan[3:-1]] == [
+        (b, r, False) for r in (3 * g // 2, 2 * g, 5 * g // 2, 3 * g) for b in ("userspace", "kernel")]
     assert plan[-1].delay_ns == 10**7
 
 

@@ -280,14 +280,14 @@ def ladder(rates: list[int], bridge_mbps: float | None, limit: float) -> list[in
 
 
 def _extend_ladder(plan: list[Case], rates: list[int], bridge_mbps: float | None, limit: float) -> list[int]:
-    """The ladder's rates, TCP only, added to `plan` after its shaped cases (htb's too, where
-    the plan has htb): the rates added."""
+    """The ladder's rates, TCP only, added to `plan` after its shaped cases (each followed by
+    htb's, where the plan has htb): the rates added."""
     more = ladder(rates, bridge_mbps, limit)
     shaped = [j for j, c in enumerate(plan) if c.rate_bps and not c.delay_ns]
     if not more or not shaped:
         return []
     backends = ["userspace"] + (["kernel"] if any(plan[j].backend == "kernel" for j in shaped) else [])
-    plan[shaped[-1] + 1:shaped[-1] + 1] = [Case(b, rate, 0, udp=False) for b in backends for rate in more]
+    plan[shaped[-1] + 1:shaped[-1] + 1] = [Case(b, rate, 0, udp=False) for rate in more for b in backends]
     return more
 
 
@@ -305,11 +305,12 @@ def _plan(names: list[str], rates: list[int], rounds: int) -> list[Case]:
             cases.append(Case("kernel", None, 0, tag))  # the bridge
             cases.append(Case("veth", None, 0, tag))
     if need & {"shaped_tcp", "shaped_udp"}:
-        cases += [Case("userspace", rate, 0) for rate in rates]
         # The machine's own shaper at the same rates, with the same queue: where it too falls
-        # short, the machine (two cores, one receiving iperf3) is the limit, not bloatlab.
-        if capabilities.kernel_qdiscs(["htb"]).get("htb"):
-            cases += [Case("kernel", rate, 0) for rate in rates]
+        # short, the machine (two cores, one receiving iperf3) is the limit, not bloatlab. Each
+        # rate's two cases run back to back, so that a busy spell on a shared machine falls on
+        # both rather than on one backend's whole ladder.
+        htb = capabilities.kernel_qdiscs(["htb"]).get("htb")
+        cases += [Case(b, rate, 0) for rate in rates for b in ["userspace"] + (["kernel"] if htb else [])]
     if need & {"idle_rtt", "lateness", "loaded_rtt"}:
         cases.append(Case("userspace", *DELAY_CASE))
         if not any(c.backend == "veth" for c in cases):

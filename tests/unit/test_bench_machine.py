@@ -140,6 +140,11 @@ def test_a_udp_miss_is_bloatlab_s_where_htb_holds_that_rate_whatever_the_higher_
     # Where bloatlab misses no rate, the machine's own is read at bloatlab's worst, and nothing trails.
     held = judge([shaped("userspace", g, 1.0, 0.99), shaped("kernel", g, 1.0, 0.985)], ["shaped_udp"])["shaped_udp"]
     assert held.ok and held.machine_figure == "htb at 1 Gbit/s, bloatlab's worst rate" and held.trails is False
+    # Worse than htb by no more than 3% of its figure is level, not trailing: both reached the same rate.
+    level = judge([tcp("kernel", 2400), shaped("userspace", 3 * g // 2, 0.972, 1.0), shaped("userspace", 2 * g, 0.89, 1.0),
+                   shaped("kernel", 3 * g // 2, 0.997, 1.0), shaped("kernel", 2 * g, 0.943, 1.0)], ["shaped_tcp"])
+    assert not level["shaped_tcp"].ok and level["shaped_tcp"].machine_ok is False
+    assert level["shaped_tcp"].mine < level["shaped_tcp"].machine and level["shaped_tcp"].trails is False
     # htb not run at that rate: nothing is claimed for the machine.
     apart = judge([shaped("userspace", g, 1.0, 0.5), shaped("kernel", 2 * g, 1.0, 0.4)], ["shaped_udp"])["shaped_udp"]
     assert apart.machine is None and apart.matched is None and apart.trails is None

@@ -127,9 +127,9 @@ def add_parsers(commands: argparse._SubParsersAction) -> None:
         "target beside bloatlab's: htb at every shaped rate with the same queue (shaped_tcp, shaped_udp),\n"
         "a real-time thread's 50 us sleep under the lateness case's load, plain `ip` calls (up_down). A\n"
         "miss the machine's own shares is named as beyond this machine (and, where bloatlab did worse\n"
-        "than the machine, by how much); one it does not share, as bloatlab's. shaped_udp's machine\n"
-        "figure is htb's share at the lowest rate bloatlab's UDP misses. run_overhead is the median of\n"
-        "3 runs.\n\n"
+        "than the machine by more than 3%, by how much); one it does not share, as bloatlab's.\n"
+        "shaped_udp's machine figure is htb's share at the lowest rate bloatlab's UDP misses.\n"
+        "run_overhead is the median of 3 runs.\n\n"
         "Exit status 0 when every target holds, 1 when one misses (a figure not measured misses).\n"
         "Takes about 7 minutes (more where the bridge is fast: each added rate is two cases); needs root.\n"
         "docs/datapath.md has the figures per release.",

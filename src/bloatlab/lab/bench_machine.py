@@ -120,11 +120,13 @@ class Target:
 
     @property
     def trails(self) -> bool | None:
-        """Whether bloatlab did worse than the machine's own work, judged the same way: a target
-        beyond this machine may still show a gap that is bloatlab's."""
+        """Whether bloatlab did worse than the machine's own work, judged the same way and by more
+        than WITHIN of it: a target beyond this machine may still show a gap that is bloatlab's,
+        but the same shaped rate reached with 2% less goodput is not one."""
         if self.machine is None or self.mine is None:
             return None
-        return self.mine < self.machine if LIMITS[self.name].at_least else self.mine > self.machine
+        margin = abs(self.machine) * WITHIN
+        return self.mine < self.machine - margin if LIMITS[self.name].at_least else self.mine > self.machine + margin
 
     def line(self) -> str:
         lim = LIMITS[self.name]

@@ -158,6 +158,11 @@ def test_delay_targets_are_judged_against_the_veth_the_timer_and_physics():
     t = judge([case, veth], ["idle_rtt", "lateness", "loaded_rtt"])
     assert t["idle_rtt"].value == pytest.approx(20.09 - 20.0016 - 0.04) and t["idle_rtt"].ok
     assert t["lateness"].value == pytest.approx(40 - 26) and t["lateness"].ok
+    # The idle timer sampled right before the case is the allowance where the bench took it.
+    again = judge([case, veth], ["lateness"], extra={"timer_before_lateness": {**TIMER, "p99_ns": 30_000, "p50_ns": 14_000},
+                                                     "timer_loaded_rt": {"rt_priority": 11, "p99_ns": 45_000}})["lateness"]
+    assert again.value == pytest.approx(40 - 30) and again.machine == pytest.approx(45 - 30)
+    assert again.baseline == "the timer's p99 30.0 us (p50 14.0 just before the case; 26.0 at the bench's start)"
     # Judged behind the full queue; the TCP flow's own figures are context.
     assert t["loaded_rtt"].value == pytest.approx(41.0 / 40.1 - 1) and t["loaded_rtt"].ok
     assert t["loaded_rtt"].detail == "under TCP: p99 31.7, max 46.4 ms"

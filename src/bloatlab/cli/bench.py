@@ -118,7 +118,7 @@ def add_parsers(commands: argparse._SubParsersAction) -> None:
         "  shaped_tcp     >= 0.80  the best shaped TCP goodput within 3% of its rate (either way) / the bridge's\n"
         "  shaped_udp     >= 0.97  the worst UDP share of capacity over --rates\n"
         "  idle_rtt       <= 0.05  ms of idle RTT added over the delays, beyond a plain veth's RTT\n"
-        "  lateness       <= 20    us of departure lateness p99 beyond the timer's p99 (1 Gbit/s, 10 ms)\n"
+        "  lateness       <= 20    us of departure lateness p99 beyond the idle timer's p99 just before (1 Gbit/s, 10 ms)\n"
         "  loaded_rtt     <= 0.05  relative error of RTT p99 behind a full queue against base + queue / rate\n"
         "  up_down        <= 0.5   s for `up` then `down` of h1 - s0 - h2\n"
         "  run_overhead   <= 2.0   s a cs244 run takes beyond its duration\n\n"

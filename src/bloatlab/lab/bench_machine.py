@@ -12,7 +12,8 @@ before, and the target is on the ratio or the difference (docs/datapath.md):
   idle_rtt       idle RTT added over the configured delays, ms, minus the
                  plain veth pair's RTT (1 Gbit/s, 10 ms each way)               <= 0.05
   lateness       departure lateness p99, us, minus the machine's timer
-                 overshoot p99 for a 50 us sleep (1 Gbit/s, 10 ms)             <= 20
+                 overshoot p99 for a 50 us sleep, sampled idle right before
+                 the case (1 Gbit/s, 10 ms)                                     <= 20
   loaded_rtt     RTT p99 behind a full queue (UDP at 1.1 x the rate) against
                  physics (base + queue x 8 / rate), relative error (1 Gbit/s,
                  10 ms)                                                         <= 0.05
@@ -346,6 +347,11 @@ def run_machine(names: list[str], limits: dict[str, float], rates: list[int], du
                 say(f"shaped_tcp: the bridge's {bridge:.0f} Mbit/s puts its target above --rates; TCP only at "
                     + ", ".join(format_rate(r) for r in more))
         t = time.monotonic()
+        if case.delay_ns and "lateness" in names:
+            # The idle timer again, right before the case it is the allowance of: a sample taken
+            # minutes earlier, in another busy spell of a shared machine, once gave a p99 of
+            # 448 us against 87 in the run before, and let any lateness pass.
+            extra["timer_before_lateness"] = timer_overshoot(TIMER_SLEEP_NS, TIMER_COUNT)
         loaded_timer = _timer_while(case.delay_ns > 0, extra, "timer_loaded")
         results.append(run_case(case, duration_s, tag, out_dir))
         if loaded_timer is not None:
@@ -472,7 +478,11 @@ def verdicts(names: list[str], limits: dict[str, float], results: list[CaseResul
                               f"the plain veth's {veth_rtt:.3f} ms" if veth_rtt is not None else "the veth (not measured)"))
         elif name == "lateness":
             p99 = delayed.depart_error_p99_us if delayed else None
-            tp99 = timer["p99_ns"] / 1e3
+            idle = extra.get("timer_before_lateness") or timer
+            tp99 = idle["p99_ns"] / 1e3
+            when = " just before the case" if idle is not timer else ""
+            if when:
+                when += f"; {timer['p99_ns'] / 1e3:.1f} at the bench's start"
             loaded = extra.get("timer_loaded")
             context = [f"datapath CPU {delayed.datapath_cpu_pct:.0f}% of one core"] if delayed and delayed.datapath_cpu_pct else []
             if delayed and delayed.machine_busy_pct is not None:
@@ -484,7 +494,7 @@ def verdicts(names: list[str], limits: dict[str, float], results: list[CaseResul
             sleeps = []
             own, whose = None, ""
             if rt := extra.get("timer_loaded_rt"):
-                own = rt["p99_ns"] / 1e3 - timer["p99_ns"] / 1e3
+                own = rt["p99_ns"] / 1e3 - tp99
                 whose = (f"a real-time thread's {TIMER_SLEEP_NS / 1e3:.0f} us sleep under that load, above the link "
                          "threads' priority" if rt.get("rt_priority") else
                          f"a plain thread's {TIMER_SLEEP_NS / 1e3:.0f} us sleep under that load (real-time refused)")
@@ -496,7 +506,7 @@ def verdicts(names: list[str], limits: dict[str, float], results: list[CaseResul
                 context.append(f"a {TIMER_SLEEP_NS / 1e3:.0f} us sleep under that load: " + ", ".join(sleeps))
             out.append(Target(name, p99 - tp99 if p99 is not None else None, limit,
                               f"p99 {p99:.1f} us" if p99 is not None else "-",
-                              f"the timer's p99 {tp99:.1f} us (p50 {timer['p50_ns'] / 1e3:.1f})", "; ".join(context),
+                              f"the timer's p99 {tp99:.1f} us (p50 {idle['p50_ns'] / 1e3:.1f}{when})", "; ".join(context),
                               own, whose))
         elif name == "loaded_rtt":
             # Behind the UDP overload the queue stays full: the p99 is base + queue / rate. A TCP

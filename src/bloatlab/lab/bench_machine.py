@@ -480,9 +480,7 @@ def verdicts(names: list[str], limits: dict[str, float], results: list[CaseResul
             p99 = delayed.depart_error_p99_us if delayed else None
             idle = extra.get("timer_before_lateness") or timer
             tp99 = idle["p99_ns"] / 1e3
-            when = " just before the case" if idle is not timer else ""
-            if when:
-                when += f"; {timer['p99_ns'] / 1e3:.1f} at the bench's start"
+            when = "" if idle is timer else f" just before the case; {timer['p99_ns'] / 1e3:.1f} at the bench's start"
             loaded = extra.get("timer_loaded")
             context = [f"datapath CPU {delayed.datapath_cpu_pct:.0f}% of one core"] if delayed and delayed.datapath_cpu_pct else []
             if delayed and delayed.machine_busy_pct is not None:

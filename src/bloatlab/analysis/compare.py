@@ -94,7 +94,7 @@ def differences_table(diffs: list[Difference], label_a: str, label_b: str) -> st
 
 
 def _axes(title: str, xlabel: str) -> tuple[Figure, Any]:
-    fig = Figure(figsize=(WIDTH_IN, PANEL_HEIGHT_IN), dpi=DPI, layout="constrained")
+    fig = Figure(figsize=(WIDTH_IN, PANEL_HEIGHT_IN), dpi=DPI)  # arranged as it is saved
     ax = fig.subplots()
     ax.set_title(title)
     ax.set_xlabel(xlabel)

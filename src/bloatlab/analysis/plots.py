@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import math
 import os
 import re
 import signal
@@ -27,6 +26,7 @@ import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
+from bloatlab.analysis.layout import arrange, legend_beside
 from bloatlab.results.files import SERIES_KEYS
 from bloatlab.results.reader import Run, dig, load_run
 
@@ -168,10 +168,11 @@ class _Elsewhere:
 
 
 def save_figures(figures: dict[str, Figure], out: Path, svg: bool) -> list[Path]:
-    """Each figure as OUT/NAME.png (and .svg); the files written, in order."""
+    """Each figure as OUT/NAME.png (and .svg), its axes arranged first; the files written, in order."""
     out.mkdir(parents=True, exist_ok=True)
     files = []
     for name, fig in figures.items():
+        arrange(fig)
         files.append(out / f"{name}.png")
         fig.savefig(files[-1], **PNG_OPTIONS)
         if svg:
@@ -183,12 +184,14 @@ def save_figures(figures: dict[str, Figure], out: Path, svg: bool) -> list[Path]
 
 
 def build_figures(run_dir: Path | Run) -> tuple[dict[str, Figure], list[str]]:
-    """Every figure of the run, unsaved, keyed by file stem ("cwnd"), and the warnings about missing data."""
+    """Every figure of the run, unsaved but arranged, keyed by file stem ("cwnd"), and the warnings
+    about missing data."""
     run = run_dir if isinstance(run_dir, Run) else load_run(run_dir)
     warnings: list[str] = []
     figures = {}
     for name, draw in FIGURES.items():
         figures[name] = draw(run, lambda message, name=name: warnings.append(f"{name}.png: {message}"))
+        arrange(figures[name])
     return figures, warnings
 
 
@@ -281,7 +284,7 @@ def _rtt_cdf_figure(run: Run, warn: Warn) -> Figure:
     ax.set_ylabel("fraction of round trips")
     ax.set_ylim(0, 1.02)
     ax.set_xlim(left=0)
-    _legend(ax)
+    legend_beside(ax)
     return fig
 
 
@@ -349,19 +352,20 @@ def warm() -> None:
     building the text caches (a third of a second here); a fork inherits them warm."""
     import io
 
-    fig = Figure(figsize=(2, 1.5), dpi=DPI, layout="constrained")
+    fig = Figure(figsize=(2, 1.5), dpi=DPI)
     ax = fig.subplots()
     ax.plot([0, 1], [0, 1], label="warm")
     fig.suptitle("warm")
     ax.set_title("warm", fontsize=8, loc="left")
     ax.set_xlabel(TIME_LABEL)
     ax.legend()
+    arrange(fig)
     fig.savefig(io.BytesIO(), format="png")
 
 
 def _figure(run: Run, what: str, panels: int = 1, xlabel: str = TIME_LABEL) -> tuple[Figure, list[Axes]]:
     """A titled figure of stacked panels sharing the time axis; the caption names the run's params."""
-    fig = Figure(figsize=(WIDTH_IN, PANEL_HEIGHT_IN + 1.5 * (panels - 1)), dpi=DPI, layout="constrained")
+    fig = Figure(figsize=(WIDTH_IN, PANEL_HEIGHT_IN + 1.5 * (panels - 1)), dpi=DPI)  # arranged as it is saved
     axes = list(fig.subplots(panels, 1, sharex=True, squeeze=False)[:, 0])
     fig.suptitle(f"{what}: {run.name}" + (" (incomplete)" if not run.complete else ""))
     axes[0].set_title(caption(run), fontsize=8, loc="left")
@@ -382,14 +386,7 @@ def _finish(ax: Axes, run: Run, ylabel: str, empty: str | None) -> None:
             highs.append(a.dataLim.x1)
     if max(highs) > min(lows):
         ax.set_xlim(min(lows), max(highs))
-    _legend(ax)
-
-
-def _legend(ax: Axes) -> None:
-    handles, _ = ax.get_legend_handles_labels()
-    if handles:  # beside the axes: a legend must never hide data
-        ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1), borderaxespad=0,
-                  ncols=math.ceil(len(handles) / 12))
+    legend_beside(ax)
 
 
 def _note(ax: Axes, text: str) -> None:

@@ -26,6 +26,7 @@ from matplotlib.figure import Figure
 
 from bloatlab.analysis.plots import (CONNECTION, DPI, PANEL_HEIGHT_IN, TIME_LABEL, WIDTH_IN, PlotResult, Warn, save_figures,
                                      series_groups, show_value)
+from bloatlab.analysis.layout import legend_beside
 from bloatlab.results.files import SERIES_KEYS
 from bloatlab.results.reader import Point, Sweep, SweepRun, load_sweep
 
@@ -96,7 +97,7 @@ def _colours(n: int) -> list[Any]:
 
 
 def _new_figure(title: str, subtitle: str, xlabel: str, ylabel: str) -> tuple[Figure, Axes]:
-    fig = Figure(figsize=(WIDTH_IN, PANEL_HEIGHT_IN), dpi=DPI, layout="constrained")
+    fig = Figure(figsize=(WIDTH_IN, PANEL_HEIGHT_IN), dpi=DPI)  # arranged as it is saved
     ax = fig.add_subplot()
     fig.suptitle(title)
     ax.set_title(subtitle, fontsize=8, loc="left")
@@ -104,13 +105,6 @@ def _new_figure(title: str, subtitle: str, xlabel: str, ylabel: str) -> tuple[Fi
     ax.set_ylabel(ylabel)
     ax.grid(True, alpha=0.3)
     return fig, ax
-
-
-def _legend(ax: Axes) -> None:
-    handles, _ = ax.get_legend_handles_labels()
-    if handles:  # beside the axes, as plots.py does: a legend must never hide data
-        ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1), borderaxespad=0,
-                  ncols=math.ceil(len(handles) / 14))
 
 
 def _fixed(sweep: Sweep) -> str:
@@ -175,7 +169,7 @@ def _overlay_figure(sweep: Sweep, result: SweepFigures, name: str, series: str, 
             ax.plot(s["t_s"], s[column], color=colours[i], ls=styles[j % len(styles)], lw=0.9,
                     drawstyle=drawstyle, label=label)
     ax.set_ylim(bottom=0)
-    _legend(ax)
+    legend_beside(ax, rows=14)
     result.drawn.append(Drawn(name, fig, f"{what} over time for each sweep point ({words} varies), "
                                          "from the first complete repetition of each point; one line per point"
                                          + (f" and {key}" if key else "") + "."))
@@ -280,7 +274,7 @@ def _distribution_figures(sweep: Sweep, result: SweepFigures, stem: str, values:
                     color=colours[i], label=f"{point.label} (median {np.median(v):.3g} {unit}, {len(v)} {samples})")
     ax.set_ylim(0, 1.02)
     ax.set_xlim(left=0)
-    _legend(ax)
+    legend_beside(ax, rows=14)
     result.drawn.append(Drawn(f"compare-{stem}-cdf", fig,
                               f"Cumulative distribution of {what.lower()} for each sweep point ({words} varies), "
                               f"over {pooled} ({note})."))
@@ -420,7 +414,7 @@ def _metric_figure(sweep: Sweep, result: SweepFigures, x_axis: str, stem: str, w
         ax.set_xticks(range(len(values)), [show_value(v) for v in values])
         ax.set_xlim(-0.5, len(values) - 0.5)
     ax.set_ylim(bottom=0)
-    _legend(ax)
+    legend_beside(ax, rows=14)
     names = ", ".join(m for m, _ in metrics)
     result.drawn.append(Drawn(name, fig, f"{what} ({names}) against {words}"
                               + (f", one line per value of {' × '.join(others)}" if others else "")
@@ -460,7 +454,7 @@ def _tradeoff_figure(sweep: Sweep, result: SweepFigures) -> None:
     # From zero, with room for the labels beside the markers.
     ax.set_xlim(0, max(top_x, 1e-9) * 1.15)
     ax.set_ylim(0, max(top_y, 1e-9) * 1.15)
-    _legend(ax)
+    legend_beside(ax, rows=14)
     result.drawn.append(Drawn("compare-tradeoff", fig,
                               f"Throughput ({', '.join(m for m, _ in throughput)}) against {delay_label} "
                               f"({delay_metric}): one marker per sweep point, at the means over its complete "

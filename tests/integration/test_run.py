@@ -98,7 +98,9 @@ def test_results_describe_themselves_and_plots_have_data(cs244):
     assert [link["backend"] for link in run["links"]] == ["userspace", "userspace"]
     assert run["probes"]["tcp"] in ("tracepoint", "ss") and run["probes"]["queue"] == {"s0->h2": "datapath"}
     assert run["machine"]["kernel"] == os.uname().release and run["tools"]["iperf3"]
-    assert "congestion control reno" in (run_dir / "raw" / "web.server.log").read_text()  # as the socket says
+    server_log = (run_dir / "raw" / "web.server.log").read_text()
+    assert "congestion control reno" in server_log  # as the socket says
+    assert "Traceback" not in server_log, "the web server's end left a traceback in its log"
     flows = {r["flow"] for r in read_csv(run_dir / "series" / "cwnd.csv")}
     assert "bulk" in flows and any(f.startswith("web#") for f in flows)
     mbps = [float(r["mbps"]) for r in read_csv(run_dir / "series" / "throughput.csv")]

@@ -248,3 +248,38 @@ def test_auto_serves_what_the_kernel_lacks_in_userspace(names, datapath_binary):
         assert net.backends == ["kernel", "userspace"]
         assert netns.exists("bloatlab.tu2._dp")
         assert 4.0 <= min(ping(net, "h1", "h2", count=5)) <= 4.5
+
+
+def test_on_hosts_runs_with_addresses_before_the_datapath_and_a_failure_there_removes_all(names, datapath_binary):
+    """What a run starts its servers in: every host addressed, the datapath not yet started; a
+    server started there is reachable once up() returns, and a failure there tears down."""
+    topo = topology(link("h1", "s0", backend="userspace"), link("s0", "h2", backend="userspace"), switches=("s0",))
+    net = Network(topo, names("onh"))
+    seen = {}
+
+    def on_hosts():
+        seen["datapath"] = net.datapath
+        seen["h2"] = net.exec("h2", ["ip", "-4", "-o", "addr", "show"]).stdout
+        net.popen("h2", ["python3", "-m", "http.server", "-b", net.address("h2"), "8000"],
+                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    net.up(on_hosts=on_hosts)
+    try:
+        assert seen["datapath"] is None and net.datapath is not None
+        assert f"inet {net.address('h2')}/" in seen["h2"]
+        fetched = net.exec("h1", ["curl", "-s", "-o", "/dev/null", "-w", "%{http_code}", "--retry", "20",
+                                  "--retry-connrefused", "--retry-delay", "0", f"http://{net.address('h2')}:8000/"],
+                           timeout_s=20)
+        assert fetched.stdout == "200", fetched.stderr
+    finally:
+        net.down()
+    assert leftovers("onh") == []
+
+    def failing():
+        net2.popen("h1", ["sleep", "60"])
+        raise MachineError("a server could not start")
+
+    net2 = Network(topo, names("onh2"))
+    with pytest.raises(MachineError, match="could not start"):
+        net2.up(on_hosts=failing)
+    assert leftovers("onh2") == []

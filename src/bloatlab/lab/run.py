@@ -171,11 +171,14 @@ class Run:
         self.net = Network(exp.topology, record.network or network_name(), qlog_dir=self.dir.raw / "qlog",
                            qlog_directions=set(exp.probes.queue), captures=captures)
         record.network = self.net.name
-        self.net.up()
         self.workloads = [running(w, self.net, self.dir.raw, self.clock, record.ports[w.name])
                           for w in exp.workloads]
-        for w in self.workloads:
-            w.prepare()
+
+        def prepare() -> None:  # the servers start while the links come up
+            for w in self.workloads:
+                w.prepare()
+
+        self.net.up(on_hosts=prepare)
         where = {node: self.net.namespace(node) for node in exp.topology.node_names()}
         if netns.exists(self.net.datapath_namespace):  # kernel links' qdiscs; "_" is no node's name
             where[DP_NODE] = self.net.datapath_namespace

@@ -21,7 +21,7 @@ import re
 import shutil
 import subprocess
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -231,8 +231,12 @@ class Network:
         a, b = self._end_ports(index)
         return KernelBackend.qdisc_port(self.datapath_namespace, index, self.topology.links[index], a, b, which)
 
-    def up(self) -> Network:
-        """Build the network. On any failure (or Ctrl-C) remove what was built, then re-raise."""
+    def up(self, on_hosts: Callable[[], None] | None = None) -> Network:
+        """Build the network. On any failure (or Ctrl-C) remove what was built, then re-raise.
+
+        `on_hosts`, if given, runs as soon as every host has its addresses, while the links come
+        up: a run starts its servers there, so that their start-up (a Python web server's is
+        100 ms) overlaps the datapath's (20-60 ms) and the wait for the interfaces."""
         ports = self._plan()
         leftovers = _network_namespaces(self.name)
         if leftovers and not state.state_dir(self.name).exists():
@@ -244,13 +248,13 @@ class Network:
             owner=dict(zip(("pid", "starttime"), proc.identify(os.getpid()))))
         self._state.claim()  # from here on, everything we make can be found by name
         try:
-            self._build(ports)
+            self._build(ports, on_hosts)
         except BaseException:
             self._teardown(quiet=True)
             raise
         return self
 
-    def _build(self, ports: list[tuple[Port, Port]]) -> None:
+    def _build(self, ports: list[tuple[Port, Port]], on_hosts: Callable[[], None] | None) -> None:
         topo = self.topology
         for node in topo.hosts:
             ns = namespace(self.name, node)
@@ -283,6 +287,8 @@ class Network:
                 else:
                     netns.ip(port.ns, "link", "set", port.iface, "master", BRIDGE, "up")
 
+        if on_hosts is not None:
+            on_hosts()
         ends = [port for pair in ports for port in pair]
         ends += [Port(self.datapath_namespace, iface) for index in range(len(topo.links))
                  if self._in_middle(index) for iface in middle_ifaces(index)]

@@ -20,6 +20,7 @@ import secrets
 import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -182,12 +183,17 @@ class Run:
         where = {node: self.net.namespace(node) for node in exp.topology.node_names()}
         if netns.exists(self.net.datapath_namespace):  # kernel links' qdiscs; "_" is no node's name
             where[DP_NODE] = self.net.datapath_namespace
-        record.snapshots = snapshots(where)
         sources = queue_sources(exp, self.net.backends, self.net)
         self.probes = RunProbes(exp, self.net, self.dir.raw, record.ports, record.tcp_probe, sources)
-        self.probes.start()
-        for w in self.workloads:  # their servers started above, while the rest was done
-            w.ready()
+        # The probes' tracefs instance mostly waits for the kernel (a trace clock or buffer
+        # change waits out RCU grace periods: 20-50 ms), so it is set up beside the snapshots
+        # and the wait for the servers; leaving the block waits for it, also on an error.
+        with ThreadPoolExecutor(1, thread_name_prefix="probes-start") as pool:
+            probes_started = pool.submit(self.probes.start)
+            record.snapshots = snapshots(where)
+            for w in self.workloads:  # their servers started while the links came up
+                w.ready()
+            probes_started.result()
         if self.net.datapath is not None:  # the baseline its departures' lateness is judged by
             record.timer = timer_overshoot()
 

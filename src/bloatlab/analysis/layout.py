@@ -13,8 +13,8 @@ from __future__ import annotations
 import math
 
 import matplotlib as mpl
-
 from matplotlib.axes import Axes
+from matplotlib.axis import Axis
 from matplotlib.backends.backend_agg import RendererAgg
 from matplotlib.figure import Figure
 from matplotlib.text import Text
@@ -88,7 +88,7 @@ def _height(renderer: RendererAgg, text: Text | None) -> float:
     return text.get_window_extent(renderer).height
 
 
-def _ticks(axis, renderer: RendererAgg) -> tuple[float, float, float]:  # type: ignore[no-untyped-def]
+def _ticks(axis: Axis, renderer: RendererAgg) -> tuple[float, float, float]:
     """How far the axis's ticks reach out of the axes, and its widest visible major tick label
     with that reach and the label's pad (0 without labels), and the tallest label's height."""
     ticks = axis.get_major_ticks()

@@ -351,7 +351,7 @@ def warm() -> None:
     """Draw, to nothing, a figure with what the real ones hold (two panels, every printable
     character at each size they use, each kind of line, a box plot, a legend beside), so that
     the first real one does not pay for loading fonts, caching glyphs and the code paths' first
-    use (0.14 s of CPU over a run's figures here, the first alone 0.07); a fork inherits it all."""
+    use (0.14-0.37 s of CPU over a run's seven figures here); a fork inherits it all."""
     import io
     import string
 

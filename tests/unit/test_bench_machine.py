@@ -250,3 +250,26 @@ def test_render_names_every_target_with_its_baseline():
     doc["timer"] = {**TIMER, "cpu_ns": 35_464}  # what the binary reports since it measures it
     assert "timer: a 50 us sleep overshoots 12.0 us p50, 26.0 us p99, and costs 35.5 us of CPU\n" in render(doc)
     assert "ok   up_down          0.400 <= 0.5 s  | 0.40 s against plain ip calls 0.09 s" in text
+
+
+def test_a_cpu_bound_miss_says_where_its_busiest_link_thread_spent_its_core():
+    g = 1_000_000_000
+    threads = {"h1-h2.forward": {"user_pct": 12.4, "kernel_pct": 79.3}, "h1-h2.reverse": {"user_pct": 2.0, "kernel_pct": 40.0}}
+    results = [tcp("userspace", 2100, round=1, machine_busy_pct=98.4, datapath_threads=threads), tcp("kernel", 2500, round=1),
+               tcp("userspace", 1000, round=2, machine_busy_pct=50.0), tcp("kernel", 2500, round=2),
+               tcp("userspace", 2200, round=3, datapath_threads={"h1-h2.forward": {"user_pct": 1.0, "kernel_pct": 1.0}}),
+               tcp("kernel", 2500, round=3),
+               shaped("userspace", g, 0.99, 0.99), shaped("userspace", 2 * g, 0.85, 0.99)]
+    results[-1].machine_busy_pct = 93.0
+    results[-1].datapath_threads = threads
+    t = judge(results, ["unlimited_tcp", "shaped_tcp"])
+    # The round nearest the median goodput (2100 Mbit/s), its busiest thread by its whole share.
+    assert t["unlimited_tcp"].detail.endswith(
+        "; the machine 98% busy, its busiest link thread (h1-h2.forward) 92% of a core, "
+        "12 of it in bloatlab-link's own code and 79 in the kernel")
+    # Shaped: at the first rate off by more than 3%.
+    assert ("; at 2 Gbit/s, the machine 93% busy, its busiest link thread (h1-h2.forward) 92% of a core"
+            in t["shaped_tcp"].detail)
+    # Nothing measured, nothing said.
+    bare = judge([tcp("userspace", 2100), tcp("kernel", 2500)], ["unlimited_tcp"])["unlimited_tcp"]
+    assert "busy" not in bare.detail

@@ -110,6 +110,11 @@ class CaseResult:
     depart_error_p50_us: float | None = None
     depart_error_p99_us: float | None = None
     datapath_cpu_pct: float | None = None
+    # Each link thread over the TCP flow, by name ("h1-h2.forward"): % of one core in its own
+    # code (user) and in the kernel (the frames' copies in and out, and the receiving host's
+    # stack, which a veth runs on the sending thread). The busiest one is what bounds a
+    # CPU-bound flow (docs/datapath.md).
+    datapath_threads: dict[str, dict[str, float]] = field(default_factory=dict)
     # The whole machine over the TCP flow (a loaded timer sample included): the share of all its
     # CPUs' time not idle. Near 100, every thread (link, host or iperf3) waits for a CPU.
     machine_busy_pct: float | None = None
@@ -175,8 +180,34 @@ def _machine_cpu_ticks() -> tuple[int, int]:
 
 
 def _cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    user, kernel = _cpu_split(Path(f"/proc/{pid}/stat"))
+    return user + kernel
+
+
+def _cpu_split(stat: Path) -> tuple[float, float]:
+    """(user, kernel) CPU seconds of a process or thread, from its /proc stat file."""
+    fields = stat.read_text().rsplit(")", 1)[1].split()
+    tick = os.sysconf("SC_CLK_TCK")
+    return int(fields[11]) / tick, int(fields[12]) / tick
+
+
+def _thread_cpu(pid: int) -> dict[str, tuple[float, float]]:
+    """(user, kernel) CPU seconds of each named thread of a process; one that ended is left out."""
+    out = {}
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            name = (task / "comm").read_text().strip()
+            out[name] = _cpu_split(task / "stat")
+        except OSError:
+            continue
+    return out
+
+
+def thread_shares(before: dict[str, tuple[float, float]], after: dict[str, tuple[float, float]],
+                  seconds: float) -> dict[str, dict[str, float]]:
+    """Each link thread's user and kernel CPU between two samples, in % of one core."""
+    return {name: {"user_pct": 100 * (u1 - before[name][0]) / seconds, "kernel_pct": 100 * (k1 - before[name][1]) / seconds}
+            for name, (u1, k1) in after.items() if name in before and "." in name and seconds > 0}
 
 
 def _interface_drops(net: Network) -> int:
@@ -315,6 +346,7 @@ def _measure(net: Network, case: Case, res: CaseResult, duration_s: float,
     # 2. TCP with pings riding along: goodput over `duration_s` after the warm-up.
     dp = net.datapath
     cpu0, t0 = (_cpu_seconds(dp.pid), time.monotonic()) if dp else (0.0, 0.0)
+    threads0 = _thread_cpu(dp.pid) if dp else {}
     stats0 = dp.stats() if dp else None
     machine0 = _machine_cpu_ticks()
     pressure0 = (cpu_pressure_us(), time.monotonic())
@@ -336,6 +368,7 @@ def _measure(net: Network, case: Case, res: CaseResult, duration_s: float,
     res.machine_busy_pct = 100 * busy / total if total else None
     if dp:
         res.datapath_cpu_pct = 100 * (_cpu_seconds(dp.pid) - cpu0) / (time.monotonic() - t0)
+        res.datapath_threads = thread_shares(threads0, _thread_cpu(dp.pid), time.monotonic() - t0)
     res.tcp_goodput_mbps = goodput_mbps(res.tcp_window)
     res.tcp_retransmits = tcp.retransmits
     if rate:

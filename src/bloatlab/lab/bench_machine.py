@@ -418,6 +418,18 @@ def _shares(cases: list[CaseResult], proto: str) -> str:
                      for r in cases)
 
 
+def cpu_account(r: CaseResult) -> str:
+    """Where a case's CPU went: the machine's busy share, and the busiest link thread's share of a
+    core split into bloatlab-link's own code and the kernel's work on that thread (the frames'
+    copies into and out of the process, and the receiving host's stack, which runs on it)."""
+    parts = [f"the machine {r.machine_busy_pct:.0f}% busy"] if r.machine_busy_pct is not None else []
+    if r.datapath_threads:
+        name, t = max(r.datapath_threads.items(), key=lambda kv: kv[1]["user_pct"] + kv[1]["kernel_pct"])
+        parts.append(f"its busiest link thread ({name}) {t['user_pct'] + t['kernel_pct']:.0f}% of a core, "
+                     f"{t['user_pct']:.0f} of it in bloatlab-link's own code and {t['kernel_pct']:.0f} in the kernel")
+    return ", ".join(parts)
+
+
 def verdicts(names: list[str], limits: dict[str, float], results: list[CaseResult], timer: dict[str, Any],
              extra: dict[str, Any]) -> list[Target]:
     """Each chosen target on this run's figures; a figure not measured is a miss, not a pass."""
@@ -434,13 +446,21 @@ def verdicts(names: list[str], limits: dict[str, float], results: list[CaseResul
         if name == "unlimited_tcp":
             ratios = [u / b for u, b in zip(_tcp(results, "userspace"), _tcp(results, "kernel"))]
             mine = _median(_tcp(results, "userspace"))
+            rounds = [r for r in results if r.case.backend == "userspace" and r.case.rate_bps is None
+                      and not r.case.delay_ns and r.tcp_goodput_mbps]
+            # Where its CPU went in the round nearest the median: what a faster datapath could win.
+            near = min(rounds, key=lambda r: abs((r.tcp_goodput_mbps or 0) - (mine or 0)), default=None)
             out.append(Target(name, _median(ratios), limit, f"{mine or 0:.0f} Mbit/s", base,
-                              f"median of {len(ratios)} rounds; plain veth {veth or 0:.0f} Mbit/s"))
+                              f"median of {len(ratios)} rounds; plain veth {veth or 0:.0f} Mbit/s"
+                              + (f"; {cpu}" if near and (cpu := cpu_account(near)) else "")))
         elif name == "shaped_tcp":
             best = _highest_within(shaped)
             value = (best.tcp_goodput_mbps or 0) / bridge if best and bridge else (0.0 if bridge else None)
             figure = f"{best.tcp_goodput_mbps:.0f} Mbit/s at {format_rate(best.case.rate_bps)}" if best else "no rate within 3%"
             detail = f"share of capacity: {_shares(shaped, 'tcp')}"
+            missed = next((r for r in shaped if (v := _tcp_share(r)) is not None and abs(v - 1) > WITHIN), None)
+            if missed and (cpu := cpu_account(missed)):
+                detail += f"; at {format_rate(missed.case.rate_bps)}, {cpu}"
             own = None
             if htb:  # the machine's own shaper, judged the same way
                 kernel = _highest_within(htb)

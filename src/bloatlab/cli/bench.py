@@ -129,7 +129,9 @@ def add_parsers(commands: argparse._SubParsersAction) -> None:
         "miss the machine's own shares is named as beyond this machine (and, where bloatlab did worse\n"
         "than the machine by more than 3%, by how much); one it does not share, as bloatlab's.\n"
         "shaped_udp's machine figure is htb's share at the lowest rate bloatlab's UDP misses.\n"
-        "run_overhead is the median of 3 runs.\n\n"
+        "run_overhead is the median of 3 runs. unlimited_tcp and shaped_tcp say where the CPU went: the\n"
+        "machine's busy share, and the busiest link thread's share of a core, in bloatlab-link's own\n"
+        "code and in the kernel (per thread, per case, in the JSON's datapath_threads).\n\n"
         "Exit status 0 when every target holds, 1 when one misses (a figure not measured misses).\n"
         "Takes about 7 minutes (more where the bridge is fast: each added rate is two cases); needs root.\n"
         "docs/datapath.md has the figures per release.",

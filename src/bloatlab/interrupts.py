@@ -3,7 +3,9 @@
 A handler's exception that fires inside a finaliser or an at-fork hook (subprocess runs
 Python's at-fork hooks when it starts a child with preexec_fn) is only printed, never
 raised: the stop would be lost. So the handler also notes the signal, and the loops of long
-work call check(), which raises what was noted but not yet acted on.
+work (and the end of a network's build) call check(), which raises what was noted but not
+yet acted on. While that is so, Python's "Exception ignored" report of the lost raise is not
+printed: the stop is not ignored.
 """
 
 from __future__ import annotations
@@ -31,8 +33,15 @@ class Interrupts:
 
     def __enter__(self) -> Interrupts:
         self.previous = {sig: signal.signal(sig, self._handle) for sig in self.signals}
+        self.previous_hook = sys.unraisablehook
+        sys.unraisablehook = self._unraisable
         _active.append(self)
         return self
+
+    def _unraisable(self, unraisable) -> None:
+        """A raise of ours that a finaliser could not pass on: check() raises it later."""
+        if not (issubclass(unraisable.exc_type, KeyboardInterrupt) and self.received is not None):
+            self.previous_hook(unraisable)
 
     def _handle(self, signum, frame) -> None:
         self.received = signum
@@ -47,6 +56,7 @@ class Interrupts:
 
     def __exit__(self, *exc: object) -> None:
         _active.remove(self)
+        sys.unraisablehook = self.previous_hook
         for sig, handler in self.previous.items():
             signal.signal(sig, handler)
 

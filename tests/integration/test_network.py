@@ -1,13 +1,16 @@
 """Real networks: namespaces, veths, qdiscs, the datapath, real ping and iperf3."""
 
 import json
+import os
 import re
+import signal
 import subprocess
 import time
 
 import pytest
 
 from bloatlab.errors import BloatlabError, MachineError
+from bloatlab.interrupts import Interrupts
 from bloatlab.proc import alive as process_alive
 from bloatlab.specs.model import DirectionSpec, HostSpec, LinkSpec, QueueSpec, SwitchSpec, Topology
 from bloatlab.testbed import netns
@@ -283,3 +286,26 @@ def test_on_hosts_runs_with_addresses_before_the_datapath_and_a_failure_there_re
     with pytest.raises(MachineError, match="could not start"):
         net2.up(on_hosts=failing)
     assert leftovers("onh2") == []
+
+
+class _SignalledInAFinaliser:
+    """Sends this process a SIGTERM from inside __del__, where the handler runs: Python prints its
+    KeyboardInterrupt as "Exception ignored" and goes on, as when a stop lands in a Popen's
+    finaliser (one per command an `up` runs)."""
+
+    def __del__(self):
+        os.kill(os.getpid(), signal.SIGTERM)
+        for _ in range(10_000):  # the handler runs at one of these steps, inside __del__
+            pass
+
+
+def test_a_stop_lost_in_a_finaliser_still_undoes_the_build(names, capfd):
+    # A flake on 2026-11-28: a SIGTERM sent to `bloatlab up` midway left it up, with status 0.
+    topo = topology(link("h1", "h2", backend="kernel"))
+    net = Network(topo, names("lost"))
+    with Interrupts() as stop, pytest.raises(KeyboardInterrupt):
+        net.up(on_hosts=lambda: _SignalledInAFinaliser())  # made and dropped at once
+    assert stop.received == signal.SIGTERM
+    assert leftovers("lost") == []
+    # Not reported as an exception ignored: it was not.
+    assert "Exception ignored" not in capfd.readouterr().err

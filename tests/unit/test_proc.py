@@ -63,6 +63,33 @@ def test_a_stop_signal_whose_exception_was_lost_is_raised_at_the_next_check():
     interrupts.check()  # and nothing once it is over
 
 
+def test_a_stop_lost_in_a_finaliser_is_not_reported_as_ignored_but_other_errors_there_are(monkeypatch):
+    seen = []
+    hook = lambda u: seen.append(u.exc_type)  # noqa: E731
+    monkeypatch.setattr(sys, "unraisablehook", hook)
+
+    class Finaliser:
+        def __init__(self, error):
+            self.error = error
+
+        def __del__(self):
+            if self.error is KeyboardInterrupt:
+                os.kill(os.getpid(), signal.SIGTERM)
+                for _ in range(10_000):  # the handler raises at one of these steps
+                    pass
+            else:
+                raise self.error
+
+    with interrupts.Interrupts() as stop:
+        Finaliser(KeyboardInterrupt)  # made and dropped: its __del__ runs here
+        assert stop.received == signal.SIGTERM and seen == []
+        Finaliser(ValueError)
+        assert seen == [ValueError]  # not ours: reported as before
+        with pytest.raises(KeyboardInterrupt):
+            interrupts.check()
+    assert sys.unraisablehook is hook  # given back
+
+
 def test_a_stop_signal_while_a_command_starts_is_raised_once_the_command_has_finished(tmp_path, monkeypatch):
     # Raised inside subprocess.Popen, the interrupt would orphan the child: it would go on to
     # make what it makes (a namespace) after the interrupted caller had removed what it made.

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import signal
 import sys
 from pathlib import Path
 from typing import Any
@@ -25,8 +24,9 @@ def cmd_up(args: argparse.Namespace) -> int:
     check_name(args.name)
     topology = load_topology(args.topology)
     net = Network(topology, args.name, detach=True, topology_path=Path(args.topology).resolve())
-    # A SIGTERM or hangup during the build must clean up as Ctrl-C does.
-    with Interrupts((signal.SIGTERM, signal.SIGHUP)):
+    # A SIGTERM or hangup during the build must clean up as Ctrl-C does; each is noted as it
+    # comes, so one whose raise is lost still stops the build (interrupts.py).
+    with Interrupts():
         net.up()
     emit(args, describe(net), summary(net))
     return 0

@@ -25,7 +25,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from bloatlab import proc
+from bloatlab import interrupts, proc
 from bloatlab.errors import BloatlabError, MachineError, SpecError
 from bloatlab.specs.model import LinkSpec, Topology
 from bloatlab.testbed import capabilities, netns, state
@@ -249,6 +249,9 @@ class Network:
         self._state.claim()  # from here on, everything we make can be found by name
         try:
             self._build(ports, on_hosts)
+            # A stop signal whose raise was lost (it landed in a finaliser, such as a finished
+            # command's Popen.__del__: interrupts.py) undoes the build all the same.
+            interrupts.check()
         except BaseException:
             self._teardown(quiet=True)
             raise

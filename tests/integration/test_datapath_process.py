@@ -329,6 +329,11 @@ def test_a_signal_stops_it_cleanly(wire, started, sig):
         assert since_ns <= t_ns.min() and t_ns.max() <= until_ns, f"{which}: t_ns is not CLOCK_MONOTONIC"
         assert (log["kind"] == KIND_ENQUEUE).sum() >= at_least, which
         assert_flushed_whole(log, stats["links"][LINK][which])
+        # The thread's CPU in its own code and in the kernel, within its life, in the final report
+        # (the kernel splits the two by its ticks: ten pings may show no kernel time at all).
+        cpu = stats["links"][LINK][which]["cpu"]
+        assert 0 < cpu["wall_ns"] <= until_ns - since_ns, which
+        assert 0 < cpu["user_ns"] + cpu["kernel_ns"] <= cpu["wall_ns"], (which, cpu)
 
 
 def test_queue_log_obeys_the_physics_of_a_full_droptail_queue(wire, started):

@@ -1,7 +1,7 @@
 """The run's own checks on what the userspace datapath did: its lateness, its lost frames, its captures."""
 
 from bloatlab.analysis.summary import summary_lines
-from bloatlab.testbed.datapath import capture_warnings, lag_warnings as datapath_lag_warnings, lateness
+from bloatlab.testbed.datapath import capture_warnings, lag_warnings as datapath_lag_warnings, lateness, thread_shares
 
 
 def direction(p99_ns: int, max_ns: int = 0, rx_overrun: int = 0, tx_error: int = 0) -> dict:
@@ -39,6 +39,27 @@ def test_lag_the_machines_own_timer_shows_too_is_put_down_to_the_machine():
                            "50 us sleep, so the machine, not the datapath, set this")
     [beyond] = datapath_lag_warnings({"s0->h2": direction(2_000_000)}, TIMER)
     assert "beyond what this machine allows (1520 us: its timer's p99 1500 us + 20)" in beyond
+
+
+def test_lag_beyond_the_machine_names_how_busy_the_link_thread_was():
+    cpu = {"user_ns": 1_000_000_000, "kernel_ns": 8_600_000_000, "wall_ns": 10_000_000_000}
+    [beyond] = datapath_lag_warnings({"s0->h2": {**direction(2_000_000), "cpu": cpu}}, TIMER)
+    assert beyond.endswith("the datapath was short of CPU for this traffic (its link thread busy 96% of a core "
+                           "over the run, 86 of it in the kernel: the frames' copies and the receiving host's stack)")
+    [unjudged] = datapath_lag_warnings({"s0->h2": {**direction(2_000_000), "cpu": cpu}})
+    assert "its link thread busy 96% of a core" in unjudged
+    [within] = datapath_lag_warnings({"s0->h2": {**direction(1_200_000), "cpu": cpu}}, TIMER)
+    assert "link thread" not in within  # the machine set it: the thread's load is beside the point
+
+
+def test_thread_shares_between_two_reads_of_the_stats():
+    def stats(user_ms, kernel_ms, wall_ms, reverse=True):
+        cpu = {"user_ns": user_ms * 10**6, "kernel_ns": kernel_ms * 10**6, "wall_ns": wall_ms * 10**6}
+        pair = {"forward": {"cpu": cpu}, **({"reverse": {"cpu": cpu}} if reverse else {})}
+        return {"links": {"h1-h2": pair}}
+    shares = thread_shares(stats(10, 50, 1000, reverse=False), stats(110, 850, 2000))
+    assert shares == {"h1-h2.forward": {"user_pct": 10.0, "kernel_pct": 80.0}}  # reverse: no first read
+    assert thread_shares(None, stats(1, 1, 1)) == {} and thread_shares(stats(1, 1, 5), stats(1, 1, 5)) == {}
 
 
 def test_lateness_is_the_worst_direction_beside_the_timer_allowance():

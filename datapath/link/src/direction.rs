@@ -145,9 +145,30 @@ pub struct Snapshot {
     pub late_p50_ns: u64,
     pub late_p99_ns: u64,
     pub late_max_ns: u64,
+    /// The thread's CPU time since it started, in its own code and in the kernel (where the
+    /// frames are copied in and out, and the receiving host's stack runs: a veth delivers
+    /// inline), and the wall time since it started, at this report.
+    pub cpu: ThreadCpu,
     pub capture: Option<CaptureCounts>,
     /// The discipline's classes (CAKE's tins), empty for the others.
     pub tins: Vec<TinReport>,
+}
+
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ThreadCpu {
+    pub user_ns: u64,
+    pub kernel_ns: u64,
+    pub wall_ns: u64,
+}
+
+impl ThreadCpu {
+    /// The calling thread's, since `started_ns` (CLOCK_MONOTONIC).
+    fn now(started_ns: u64) -> Self {
+        let mut u: libc::rusage = unsafe { std::mem::zeroed() };
+        unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut u) };
+        let ns = |t: libc::timeval| t.tv_sec as u64 * 1_000_000_000 + t.tv_usec as u64 * 1000;
+        ThreadCpu { user_ns: ns(u.ru_utime), kernel_ns: ns(u.ru_stime), wall_ns: monotonic_now().nanos().saturating_sub(started_ns) }
+    }
 }
 
 pub struct Direction {
@@ -170,6 +191,7 @@ pub struct Direction {
 
 impl Direction {
     pub fn run(&mut self, stop: &AtomicBool, gate: &RtGate) -> std::io::Result<()> {
+        let started_ns = monotonic_now().nanos();
         let mut priority = ThreadPriority::new(self.rt_priority);
         priority.update(gate, false, monotonic_now().nanos());
         let mut pipe = Pipeline::new(&self.cfg, monotonic_now());
@@ -225,7 +247,7 @@ impl Direction {
                 if let Some(c) = self.capture.as_mut() {
                     c.tick();
                 }
-                self.publish(&pipe, &counts, &late);
+                self.publish(&pipe, &counts, &late, started_ns);
                 last_publish = now;
             }
             priority.update(gate, backlog.is_some(), now.nanos());
@@ -287,7 +309,7 @@ impl Direction {
             c.finish();
         }
         counts.rx_overrun += self.rx.socket().take_overruns();
-        self.publish(&pipe, &counts, &late);
+        self.publish(&pipe, &counts, &late, started_ns);
         Ok(())
     }
 
@@ -325,7 +347,7 @@ impl Direction {
         }
     }
 
-    fn publish(&self, pipe: &Pipeline, counts: &Counts, late: &LatenessHistogram) {
+    fn publish(&self, pipe: &Pipeline, counts: &Counts, late: &LatenessHistogram, started_ns: u64) {
         let snap = Snapshot {
             dir: pipe.stats().clone(),
             queue: pipe.queue_stats().clone(),
@@ -336,6 +358,7 @@ impl Direction {
             late_p50_ns: late.quantile_ns(0.5),
             late_p99_ns: late.quantile_ns(0.99),
             late_max_ns: late.max_ns,
+            cpu: ThreadCpu::now(started_ns),
             capture: self.capture.as_ref().map(Capture::counts),
             tins: pipe.queue_tins(),
         };

@@ -156,6 +156,7 @@ fn snapshot_json(s: &Snapshot) -> Value {
             .map(|(c, &n)| (c.to_string(), json!(n))).collect::<serde_json::Map<_, _>>(),
         "depart_error_ns": {"count": s.late_count, "p50": s.late_p50_ns, "p99": s.late_p99_ns, "max": s.late_max_ns},
         "batch_sleeps": s.batch_sleeps,
+        "cpu": {"user_ns": s.cpu.user_ns, "kernel_ns": s.cpu.kernel_ns, "wall_ns": s.cpu.wall_ns},
     });
     if let Some(c) = &s.capture {
         v["capture"] = capture_json(c);

@@ -40,7 +40,7 @@ from bloatlab.specs.model import PCAP_SNAPLEN, DirectionSpec, HostSpec, LinkSpec
 from bloatlab.specs.units import format_duration_ns, format_rate
 from bloatlab.testbed import capabilities
 from bloatlab.testbed import netns
-from bloatlab.testbed.datapath import batching_share
+from bloatlab.testbed.datapath import batching_share, thread_shares
 from bloatlab.testbed.links.base import Captures
 from bloatlab.testbed.machine import cpu_pressure_us, pressure_share
 from bloatlab.testbed.network import Network
@@ -180,34 +180,8 @@ def _machine_cpu_ticks() -> tuple[int, int]:
 
 
 def _cpu_seconds(pid: int) -> float:
-    user, kernel = _cpu_split(Path(f"/proc/{pid}/stat"))
-    return user + kernel
-
-
-def _cpu_split(stat: Path) -> tuple[float, float]:
-    """(user, kernel) CPU seconds of a process or thread, from its /proc stat file."""
-    fields = stat.read_text().rsplit(")", 1)[1].split()
-    tick = os.sysconf("SC_CLK_TCK")
-    return int(fields[11]) / tick, int(fields[12]) / tick
-
-
-def _thread_cpu(pid: int) -> dict[str, tuple[float, float]]:
-    """(user, kernel) CPU seconds of each named thread of a process; one that ended is left out."""
-    out = {}
-    for task in Path(f"/proc/{pid}/task").iterdir():
-        try:
-            name = (task / "comm").read_text().strip()
-            out[name] = _cpu_split(task / "stat")
-        except OSError:
-            continue
-    return out
-
-
-def thread_shares(before: dict[str, tuple[float, float]], after: dict[str, tuple[float, float]],
-                  seconds: float) -> dict[str, dict[str, float]]:
-    """Each link thread's user and kernel CPU between two samples, in % of one core."""
-    return {name: {"user_pct": 100 * (u1 - before[name][0]) / seconds, "kernel_pct": 100 * (k1 - before[name][1]) / seconds}
-            for name, (u1, k1) in after.items() if name in before and "." in name and seconds > 0}
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def _interface_drops(net: Network) -> int:
@@ -346,7 +320,6 @@ def _measure(net: Network, case: Case, res: CaseResult, duration_s: float,
     # 2. TCP with pings riding along: goodput over `duration_s` after the warm-up.
     dp = net.datapath
     cpu0, t0 = (_cpu_seconds(dp.pid), time.monotonic()) if dp else (0.0, 0.0)
-    threads0 = _thread_cpu(dp.pid) if dp else {}
     stats0 = dp.stats() if dp else None
     machine0 = _machine_cpu_ticks()
     pressure0 = (cpu_pressure_us(), time.monotonic())
@@ -368,7 +341,7 @@ def _measure(net: Network, case: Case, res: CaseResult, duration_s: float,
     res.machine_busy_pct = 100 * busy / total if total else None
     if dp:
         res.datapath_cpu_pct = 100 * (_cpu_seconds(dp.pid) - cpu0) / (time.monotonic() - t0)
-        res.datapath_threads = thread_shares(threads0, _thread_cpu(dp.pid), time.monotonic() - t0)
+        res.datapath_threads = thread_shares(stats0, dp.stats())
     res.tcp_goodput_mbps = goodput_mbps(res.tcp_window)
     res.tcp_retransmits = tcp.retransmits
     if rate:

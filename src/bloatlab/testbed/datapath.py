@@ -244,6 +244,32 @@ def lateness(stats: dict[str, dict[str, Any]], timer: dict[str, Any] | None) -> 
     return doc
 
 
+def thread_shares(before: dict[str, Any] | None, after: dict[str, Any] | None) -> dict[str, dict[str, float]]:
+    """Each link thread's CPU between two reads of the stats file, in % of one core, by
+    "LINK.DIRECTION": in its own code (user_pct) and in the kernel (kernel_pct)."""
+    out = {}
+    for link, pair in ((after or {}).get("links") or {}).items():
+        for which, d in pair.items():
+            c0 = ((((before or {}).get("links") or {}).get(link) or {}).get(which) or {}).get("cpu")
+            c1 = d.get("cpu")
+            if not c0 or not c1 or c1["wall_ns"] <= c0["wall_ns"]:
+                continue
+            wall = c1["wall_ns"] - c0["wall_ns"]
+            out[f"{link}.{which}"] = {"user_pct": 100 * (c1["user_ns"] - c0["user_ns"]) / wall,
+                                      "kernel_pct": 100 * (c1["kernel_ns"] - c0["kernel_ns"]) / wall}
+    return out
+
+
+def _busy(d: dict[str, Any]) -> str:
+    """A direction's thread's CPU over its life, as the lag warning gives it."""
+    cpu = d.get("cpu")
+    if not cpu or not cpu.get("wall_ns"):
+        return ""
+    share = 100 * (cpu["user_ns"] + cpu["kernel_ns"]) / cpu["wall_ns"]
+    return (f" (its link thread busy {share:.0f}% of a core over the run, {100 * cpu['kernel_ns'] / cpu['wall_ns']:.0f} "
+            "of it in the kernel: the frames' copies and the receiving host's stack)")
+
+
 def lag_warnings(stats: dict[str, dict[str, Any]], timer: dict[str, Any] | None = None) -> list[str]:
     """What the run's numbers owe to the userspace datapath falling behind, per direction:
     departures late by a millisecond or more at p99 (a queue no link asked for), each judged
@@ -255,13 +281,14 @@ def lag_warnings(stats: dict[str, dict[str, Any]], timer: dict[str, Any] | None 
         late = d.get("depart_error_ns", {})
         if late.get("p99", 0) >= LAG_WARN_NS:
             if allowed_ns is None:
-                why = "the machine was short of CPU for this traffic"
+                why = "the machine was short of CPU for this traffic" + _busy(d)
             elif late["p99"] <= allowed_ns:
                 why = (f"within what this machine allows: its own timer woke {timer['p99_ns'] / 1e3:.0f} us late at p99 "
                        "for a 50 us sleep, so the machine, not the datapath, set this")
             else:
                 why = (f"beyond what this machine allows ({allowed_ns / 1e3:.0f} us: its timer's p99 "
-                       f"{timer['p99_ns'] / 1e3:.0f} us + {TIMER_ALLOWANCE_US:.0f}); the datapath was short of CPU for this traffic")
+                       f"{timer['p99_ns'] / 1e3:.0f} us + {TIMER_ALLOWANCE_US:.0f}); the datapath was short of CPU for this traffic"
+                       + _busy(d))
             out.append(f"{name}: the datapath fell behind: departures {late['p99'] / 1e6:.1f} ms late at p99 "
                        f"(max {late.get('max', 0) / 1e6:.1f} ms), delay no link asked for; {why}")
         drops = d.get("drops", {})

@@ -65,11 +65,14 @@ def test_the_delay_targets_are_figures_beside_their_baselines(tmp_path):
     # The machine's load beside it: the flow and the datapath keep its CPUs partly busy.
     assert 1 < case["machine_busy_pct"] <= 100
     assert f"the machine {case['machine_busy_pct']:.0f}% busy" in targets["lateness"]["detail"]
-    # Each link thread's CPU, in its own code and in the kernel: together within the datapath's.
+    # Each link thread's CPU, in its own code and in the kernel: most of the datapath's. (The threads'
+    # window runs between two of their reports, up to 0.1 s off the process's at either end, where
+    # the flow starts and ends: hence the slack.)
     threads = case["datapath_threads"]
     assert {"h1-h2.forward", "h1-h2.reverse"} <= set(threads)
     assert all(t["user_pct"] >= 0 and t["kernel_pct"] > 0 for t in threads.values())
-    assert sum(t["user_pct"] + t["kernel_pct"] for t in threads.values()) <= case["datapath_cpu_pct"] + 2
+    together = sum(t["user_pct"] + t["kernel_pct"] for t in threads.values())
+    assert 0.5 * case["datapath_cpu_pct"] <= together <= 1.2 * case["datapath_cpu_pct"] + 5, (together, case)
     # How much of that time tasks waited for a CPU (the kernel's pressure), where the kernel has PSI.
     if Path("/proc/pressure/cpu").exists():
         assert 0 <= case["cpu_pressure_pct"] <= 100

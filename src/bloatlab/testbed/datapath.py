@@ -247,11 +247,13 @@ def lateness(stats: dict[str, dict[str, Any]], timer: dict[str, Any] | None) -> 
 def thread_shares(before: dict[str, Any] | None, after: dict[str, Any] | None) -> dict[str, dict[str, float]]:
     """Each link thread's CPU between two reads of the stats file, in % of one core, by
     "LINK.DIRECTION": in its own code (user_pct) and in the kernel (kernel_pct)."""
+    def cpu(stats: dict[str, Any] | None, link: str, which: str) -> dict[str, int] | None:
+        return (((stats or {}).get("links") or {}).get(link) or {}).get(which, {}).get("cpu")
+
     out = {}
     for link, pair in ((after or {}).get("links") or {}).items():
-        for which, d in pair.items():
-            c0 = ((((before or {}).get("links") or {}).get(link) or {}).get(which) or {}).get("cpu")
-            c1 = d.get("cpu")
+        for which in pair:
+            c0, c1 = cpu(before, link, which), cpu(after, link, which)
             if not c0 or not c1 or c1["wall_ns"] <= c0["wall_ns"]:
                 continue
             wall = c1["wall_ns"] - c0["wall_ns"]

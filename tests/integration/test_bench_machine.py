@@ -65,11 +65,11 @@ def test_the_delay_targets_are_figures_beside_their_baselines(tmp_path):
     # The machine's load beside it: the flow and the datapath keep its CPUs partly busy.
     assert 1 < case["machine_busy_pct"] <= 100
     assert f"the machine {case['machine_busy_pct']:.0f}% busy" in targets["lateness"]["detail"]
-    # Each link thread's CPU, in its own code and in the kernel: most of the datapath's. (The threads'
+    # Each worker's CPU, in its own code and in the kernel: most of the datapath's. (The workers'
     # window runs between two of their reports, up to 0.1 s off the process's at either end, where
     # the flow starts and ends: hence the slack.)
-    threads = case["datapath_threads"]
-    assert {"h1-h2.forward", "h1-h2.reverse"} <= set(threads)
+    threads = case["datapath_workers"]
+    assert sorted(d for t in threads.values() for d in t["directions"]) == ["h1-h2.forward", "h1-h2.reverse"]
     assert all(t["user_pct"] >= 0 and t["kernel_pct"] > 0 for t in threads.values())
     together = sum(t["user_pct"] + t["kernel_pct"] for t in threads.values())
     assert 0.5 * case["datapath_cpu_pct"] <= together <= 1.2 * case["datapath_cpu_pct"] + 5, (together, case)

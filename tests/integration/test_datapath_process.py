@@ -224,7 +224,7 @@ BUSY_LINK = DirectionSpec(rate_bps=100 * MBIT, delay_ns=1 * MS, queue=QueueSpec(
 
 @pytest.mark.skipif(not Path("/proc/pressure/cpu").exists(), reason="this kernel has no PSI (/proc/pressure/cpu)")
 def test_while_tasks_wait_for_cpu_the_links_batch_and_frames_still_cross(wire, started):
-    """Two busy tasks per CPU keep PSI's "some" CPU pressure near 1: the link threads batch their
+    """Two busy tasks per CPU keep PSI's "some" CPU pressure near 1: the workers batch their
     departures (docs/datapath.md, "Timing"), a flood still crosses whole, late by no more than
     batching makes it, and once the tasks end the threads stop batching."""
     child = subprocess.Popen(wire.argv(BUSY_LINK), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
@@ -249,13 +249,17 @@ def test_while_tasks_wait_for_cpu_the_links_batch_and_frames_still_cross(wire, s
         assert int(re.search(r"(\d+) received", summary).group(1)) >= 5000, summary  # -c stops at 5000 echoes
         assert float(summary.split(" = ")[-1].split("/")[0]) >= 2.0, summary
         # The stats are written every 200 ms: until they show the flood.
-        stats = wait_until(lambda: wire.stats()["links"][LINK], lambda s: s["reverse"]["departures"] >= 5000, 2.0,
-                           "the flood in the stats")
+        doc = wait_until(wire.stats, lambda d: d["links"][LINK]["reverse"]["departures"] >= 5000, 2.0,
+                         "the flood in the stats")
+        stats = doc["links"][LINK]
     finally:
         for b in busy:
             b.kill()
             b.wait()
-    assert stats["forward"]["batch_sleeps"] > 0 and stats["reverse"]["batch_sleeps"] > 0, stats
+    # Each direction's worker batched (one worker per direction here: two cores or more).
+    workers = {doc["workers"][stats[which]["worker"]]["name"]: doc["workers"][stats[which]["worker"]]
+               for which in ("forward", "reverse")}
+    assert all(w["batch_sleeps"] > 0 for w in workers.values()), workers
     for which in ("forward", "reverse"):
         assert stats[which]["drops"]["rx_overrun"] == 0
         # A batch leaves at most a sleep (50 us) and the machine's wake-up after its first frame
@@ -329,9 +333,11 @@ def test_a_signal_stops_it_cleanly(wire, started, sig):
         assert since_ns <= t_ns.min() and t_ns.max() <= until_ns, f"{which}: t_ns is not CLOCK_MONOTONIC"
         assert (log["kind"] == KIND_ENQUEUE).sum() >= at_least, which
         assert_flushed_whole(log, stats["links"][LINK][which])
-        # The thread's CPU in its own code and in the kernel, within its life, in the final report
+        # Its worker's CPU in its own code and in the kernel, within its life, in the final report
         # (the kernel splits the two by its ticks: ten pings may show no kernel time at all).
-        cpu = stats["links"][LINK][which]["cpu"]
+        worker = stats["workers"][stats["links"][LINK][which]["worker"]]
+        assert f"{LINK}.{which}" in worker["directions"]
+        cpu = worker["cpu"]
         assert 0 < cpu["wall_ns"] <= until_ns - since_ns, which
         assert 0 < cpu["user_ns"] + cpu["kernel_ns"] <= cpu["wall_ns"], (which, cpu)
 

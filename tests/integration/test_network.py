@@ -204,6 +204,60 @@ def test_a_taken_name_is_refused_and_left_alone(names):
 
 
 
+def star(hosts: int, backend: str = "kernel") -> Topology:
+    return topology(*(link("s0", f"h{i}", backend) for i in range(1, hosts + 1)), switches=("s0",))
+
+
+def test_a_star_is_built_in_bulk_and_down_leaves_nothing(names):
+    """Every object netns makes in bulk, as ip, sysctl and ethtool see it from outside; two
+    builds in one process leave it no file open more than one."""
+    opened = []
+    for _ in range(2):
+        with Network(star(12), names("star")) as net:
+            for i in range(1, 13):
+                ns, iface = net.namespace(f"h{i}"), f"h{i}-eth0"
+                (shown,) = json.loads(netns.ip(ns, "-j", "addr", "show", "dev", iface))
+                assert shown["operstate"] == "UP" and [(a["local"], a["prefixlen"]) for a in shown["addr_info"]
+                                                       if a["family"] == "inet"] == [(net.address(f"h{i}"), 24)]
+                assert "UP" in json.loads(netns.ip(ns, "-j", "link", "show", "lo"))[0]["flags"]
+                cc = subprocess.run(["ip", "netns", "exec", ns, "sysctl", "-n", "net.ipv4.tcp_congestion_control"],
+                                    capture_output=True, text=True).stdout.strip()
+                assert net.host_cc[f"h{i}"] == cc
+            s0 = net.namespace("s0")
+            ports = {entry["ifname"] for entry in json.loads(netns.ip(s0, "-j", "link", "show", "master", "br0"))}
+            assert ports == {f"s0-eth{i}" for i in range(12)}
+            for ns in (s0, net.datapath_namespace):
+                for scope in ("all", "default"):
+                    assert subprocess.run(["ip", "netns", "exec", ns, "sysctl", "-n",
+                                           f"net.ipv6.conf.{scope}.disable_ipv6"],
+                                          capture_output=True, text=True).stdout.strip() == "1"
+            offloads = subprocess.run(["ip", "netns", "exec", net.namespace("h12"), "ethtool", "-k", "h12-eth0"],
+                                      capture_output=True, text=True).stdout
+            assert re.findall(r"^(?:tcp-segmentation-offload|generic-receive-offload|tx-checksumming): (\w+)",
+                              offloads, re.MULTILINE) == ["off", "off", "off"]
+            assert max(ping(net, "h1", "h12", count=2)) < 100
+        assert leftovers(net.name) == []
+        opened.append(len(os.listdir("/proc/self/fd")))
+    assert opened[1] == opened[0]  # no socket left in a namespace, which would keep it alive
+
+
+def test_a_netlink_failure_midway_removes_what_was_built(names, monkeypatch):
+    real_add_link = KernelBackend.add_link
+
+    def taken_name(self, index, link_, a, b):
+        if index == 1:  # an interface by the name the link's end is to have: the kernel refuses the veth
+            netns.ip(b.ns, "link", "add", b.iface, "type", "veth", "peer", "name", "squat0")
+        real_add_link(self, index, link_, a, b)
+
+    monkeypatch.setattr(KernelBackend, "add_link", taken_name)
+    with pytest.raises(MachineError) as error:
+        Network(star(2), names("nlf")).up()
+    message = str(error.value)
+    assert "\n" not in message and message.startswith("netlink: `ip link add h2-eth0 netns bloatlab.nlf.h2 index ")
+    assert message.endswith("failed: File exists")
+    assert leftovers("nlf") == []
+
+
 def test_userspace_link_delays_and_carries_arp(names, datapath_binary, tmp_path):
     d = dict(rate_bps=10 * MBIT, delay_ns=5 * MS, queue=QueueSpec(packets=100))
     topo = topology(link("h1", "h2", "userspace", **d))
@@ -309,3 +363,80 @@ def test_a_stop_lost_in_a_finaliser_still_undoes_the_build(names, capfd):
     assert leftovers("lost") == []
     # Not reported as an exception ignored: it was not.
     assert "Exception ignored" not in capfd.readouterr().err
+
+
+def interfaces(ns: str) -> set[str]:
+    return {entry["ifname"] for entry in json.loads(netns.ip(ns, "-j", "link", "show"))} - {"lo"}
+
+
+def test_a_switch_inside_the_datapath_has_no_namespace_and_joins_its_hosts(names, datapath_binary):
+    """Userspace links only: s0 is served inside bloatlab-link. No namespace, no veth to it;
+    ARP floods, learning then forwards to one port; the links' delays add up along the path."""
+    one_ms = DirectionSpec(delay_ns=1 * MS)
+    topo = topology(link("h1", "s0", "userspace", delay_ns=1 * MS), link("s0", "h2", "userspace", delay_ns=1 * MS),
+                    link("s0", "h3", "userspace", delay_ns=1 * MS), switches=("s0",))
+    assert topo.links[0].forward == one_ms
+    with Network(topo, names("tin")) as net:
+        assert not netns.exists("bloatlab.tin.s0") and net.inner_switches == {"s0"}
+        # One veth end per host in the datapath's namespace, none toward s0.
+        assert interfaces(net.datapath_namespace) == {"l0a", "l1b", "l2b"}
+        with pytest.raises(BloatlabError) as refused:
+            net.exec("s0", ["true"])
+        assert "served inside the datapath" in str(refused.value) and "namespace = true" in str(refused.value)
+        rtts = ping(net, "h1", "h2", count=40) + ping(net, "h3", "h1", count=5)
+        assert min(rtts) >= 4.0, rtts  # two links of 1 ms each way
+    assert leftovers(net.name) == []
+    stats = net.final_datapath_stats
+    s0 = stats["switches"]["s0"]
+    assert s0["flooded"] >= 2 and s0["forwarded"] >= 90 and s0["blocked"] == 0, s0
+    # Once learnt, h1's 40 echo requests went to h2 alone: h3's link carried its 5 replies and the
+    # floods (ARP, the hosts' IPv6 multicast).
+    to_h2, to_h3 = (stats["links"][f"s0-{h}"]["forward"]["departures"] for h in ("h2", "h3"))
+    assert to_h2 >= 40 and to_h3 < to_h2 - 20, (to_h2, to_h3)
+    for pair in stats["links"].values():
+        for d in pair.values():
+            assert d["late_arrivals"]["count"] == 0 and d["drops"]["tx_error"] == 0, d
+
+
+def test_a_switch_the_spec_gives_a_namespace_is_a_bridge_there(names, datapath_binary):
+    topo = Topology(hosts={"h1": HostSpec("h1"), "h2": HostSpec("h2")}, switches={"s0": SwitchSpec("s0", namespace=True)},
+                    links=[link("h1", "s0", "userspace"), link("s0", "h2", "userspace")])
+    with Network(topo, names("tns")) as net:
+        assert net.inner_switches == frozenset()
+        assert "br0" in net.exec("s0", ["ip", "-o", "link", "show", "br0"]).stdout
+        assert ping(net, "h1", "h2", count=2)
+        assert stats_switches(net) == {}
+
+
+def stats_switches(net: Network) -> dict:
+    return net.datapath.stats()["switches"]
+
+
+def test_a_frame_crosses_a_path_of_switches_entering_and_leaving_the_datapath_once(names, datapath_binary):
+    """h1 - s0, s0 - s1 - s2 and s2 - s0 (a loop), s2 - h2: the loop is broken as a spanning tree
+    from s0 breaks it (s1 - s2 blocked, so no flood circles), and TCP crosses from h1 to h2 by
+    s0 and s2, each frame read from h1's end once and written to h2's once."""
+    topo = topology(link("h1", "s0", "userspace"), link("s0", "s1", "userspace"), link("s1", "s2", "userspace"),
+                    link("s2", "s0", "userspace"), link("s2", "h2", "userspace", rate_bps=200 * MBIT),
+                    switches=("s0", "s1", "s2"))
+    with Network(topo, names("tpath")) as net:
+        assert interfaces(net.datapath_namespace) == {"l0a", "l4b"}
+        assert ping(net, "h1", "h2", count=3)
+        client = iperf3(net, 3, "cubic")
+        result = json.loads(client.communicate(timeout=30)[0])
+        received_mbps = result["end"]["sum_received"]["bits_per_second"] / 1e6
+        assert 150 < received_mbps <= 200, received_mbps
+        dp_ns = net.datapath_namespace
+        before_down = {e["ifname"]: e["stats64"] for e in json.loads(netns.ip(dp_ns, "-s", "-j", "link", "show"))}
+    stats = net.final_datapath_stats["links"]
+    # The blocked link carries nothing either way; s1, off the path, saw only the floods.
+    assert [stats["s1-s2"][w]["arrivals"] for w in ("forward", "reverse")] == [0, 0]
+    assert 0 < stats["s0-s1"]["forward"]["arrivals"] < 100  # ARP, IPv6 multicast
+    # Every frame h1 sent crossed, once: what left h1's link went on by s2 - s0 to s2 - h2, and
+    # what entered the datapath at h1's end is what its ring took (as the veth counted it).
+    sent, crossed, delivered = stats["h1-s0"]["forward"], stats["s2-s0"]["reverse"], stats["s2-h2"]["forward"]
+    assert abs(crossed["arrivals"] - sent["departures"]) <= 20, (crossed, sent)
+    assert delivered["arrivals"] == crossed["departures"]
+    assert delivered["departures"] + delivered["drops"]["queue_full"] == delivered["arrivals"] - delivered["backlog_pkts"]
+    assert abs(before_down["l0a"]["rx"]["packets"] - sent["arrivals"]) <= 20
+    assert abs(before_down["l4b"]["tx"]["packets"] - delivered["departures"]) <= 20

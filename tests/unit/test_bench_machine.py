@@ -252,24 +252,81 @@ def test_render_names_every_target_with_its_baseline():
     assert "ok   up_down          0.400 <= 0.5 s  | 0.40 s against plain ip calls 0.09 s" in text
 
 
-def test_a_cpu_bound_miss_says_where_its_busiest_link_thread_spent_its_core():
+def test_a_cpu_bound_miss_says_where_its_busiest_worker_spent_its_core():
     g = 1_000_000_000
-    threads = {"h1-h2.forward": {"user_pct": 12.4, "kernel_pct": 79.3}, "h1-h2.reverse": {"user_pct": 2.0, "kernel_pct": 40.0}}
-    results = [tcp("userspace", 2100, round=1, machine_busy_pct=98.4, datapath_threads=threads), tcp("kernel", 2500, round=1),
+    threads = {"worker1": {"user_pct": 12.4, "kernel_pct": 79.3, "directions": ["h1-h2.forward"]},
+               "worker0": {"user_pct": 2.0, "kernel_pct": 40.0, "directions": ["h1-h2.reverse"]}}
+    results = [tcp("userspace", 2100, round=1, machine_busy_pct=98.4, datapath_workers=threads), tcp("kernel", 2500, round=1),
                tcp("userspace", 1000, round=2, machine_busy_pct=50.0), tcp("kernel", 2500, round=2),
-               tcp("userspace", 2200, round=3, datapath_threads={"h1-h2.forward": {"user_pct": 1.0, "kernel_pct": 1.0}}),
+               tcp("userspace", 2200, round=3, datapath_workers={"worker1": {"user_pct": 1.0, "kernel_pct": 1.0}}),
                tcp("kernel", 2500, round=3),
                shaped("userspace", g, 0.99, 0.99), shaped("userspace", 2 * g, 0.85, 0.99)]
     results[-1].machine_busy_pct = 93.0
-    results[-1].datapath_threads = threads
+    results[-1].datapath_workers = threads
     t = judge(results, ["unlimited_tcp", "shaped_tcp"])
     # The round nearest the median goodput (2100 Mbit/s), its busiest thread by its whole share.
     assert t["unlimited_tcp"].detail.endswith(
-        "; the machine 98% busy, its busiest link thread (h1-h2.forward) 92% of a core, "
+        "; the machine 98% busy, its busiest worker (worker1: h1-h2.forward) 92% of a core, "
         "12 of it in bloatlab-link's own code and 79 in the kernel")
     # Shaped: at the first rate off by more than 3%.
-    assert ("; at 2 Gbit/s, the machine 93% busy, its busiest link thread (h1-h2.forward) 92% of a core"
+    assert ("; at 2 Gbit/s, the machine 93% busy, its busiest worker (worker1: h1-h2.forward) 92% of a core"
             in t["shaped_tcp"].detail)
     # Nothing measured, nothing said.
     bare = judge([tcp("userspace", 2100), tcp("kernel", 2500)], ["unlimited_tcp"])["unlimited_tcp"]
     assert "busy" not in bare.detail
+
+
+def switched(backend: str, rate: int, share: float, through_s0: bool = True) -> CaseResult:
+    cap = rate * 1448 / 1514 / 1e6
+    return CaseResult(Case(backend, rate, 0, udp=False, switched=through_s0), tcp_goodput_mbps=share * cap,
+                      tcp_capacity_mbps=cap)
+
+
+def test_the_switched_targets_set_cs244s_dumbbell_beside_one_link_and_kernel_bridges():
+    g = 1_000_000_000
+    results = [switched("userspace", g, 0.981), switched("userspace", g, 0.99, through_s0=False),
+               switched("kernel", g, 0.995),
+               switched("userspace", 5 * g // 2, 0.80), switched("userspace", 5 * g // 2, 0.86, through_s0=False),
+               switched("kernel", 5 * g // 2, 0.70)]
+    t = judge(results, ["switched_tcp", "switched_fast"])
+    one = t["switched_tcp"]
+    assert one.value == pytest.approx(0.981) and one.ok and one.machine == pytest.approx(0.995) and one.machine_ok
+    assert one.figure.endswith("(98.1%) at 1 Gbit/s") and one.baseline.startswith("one link's ") and "(99.0%)" in one.baseline
+    fast = t["switched_fast"]
+    assert fast.value == pytest.approx(0.80 / 0.86) and not fast.ok  # 0.930: 7% short of one link
+    assert fast.machine == pytest.approx(0.70 / 0.86) and "kernel bridges and htb" in fast.detail
+    assert "the machine's own, kernel bridges and htb against the same link: 0.814, misses too" in fast.line()
+    # Not measured: a miss, never a pass.
+    assert not judge([], ["switched_tcp"])["switched_tcp"].ok
+
+
+def test_slow_lateness_is_the_datapath_beside_its_sentinel_and_says_what_punctual_cost():
+    runs = {"default": {"p99_us": 1050.0, "direction": "s0->h2", "sentinel_p99_us": 1100.0, "sentinel_sleep_us": 1200.0,
+                        "workers_pct": [6.0, 7.5], "sentinel_cpu_pct": 2.1},
+            "punctual": {"p99_us": 40.0, "sentinel_p99_us": 1150.0, "workers_pct": [88.0, 41.0]}}
+    t = judge([], ["slow_lateness"], extra={"slow_lateness": runs})["slow_lateness"]
+    assert t.value == pytest.approx(-50.0) and t.ok
+    assert t.figure == "p99 1050 us (s0->h2)" and t.baseline == "the sentinel's p99 1100 us under the same load, 1.2 ms sleeps"
+    assert t.detail == ("workers 6%, 8% of a core, the sentinel 2.1%; punctual: p99 40 us against the sentinel's 1150, "
+                        "workers 88%, 41% of a core")
+    assert not judge([], ["slow_lateness"], extra={"slow_lateness": {"default": {"p99_us": 90.0}}})["slow_lateness"].ok
+
+
+def test_the_star_is_judged_on_its_up_down_and_idle_cpu():
+    extra = {"star_up_s": 1.1, "star_down_s": 0.2, "star_plain_ip_s": 4.5, "star_idle_pct": 0.05,
+             "star_machine_busy_pct": 1.5, "star_idle_frames": 0, "star_threads": 4}
+    t = judge([], ["star_up", "star_down", "star_idle"], extra=extra)
+    assert all(x.ok for x in t.values())
+    assert t["star_up"].baseline == "plain ip calls 4.50 s" and "the datapath's start included" in t["star_up"].detail
+    assert t["star_idle"].figure == "0.05% of a core" and t["star_idle"].baseline == "the machine 1.5% busy then"
+    slow = judge([], ["star_up", "star_idle"], extra={**extra, "star_up_s": 3.4, "star_idle_pct": 5.5})
+    assert not slow["star_up"].ok and not slow["star_idle"].ok
+
+
+def test_the_plan_puts_each_switched_rate_beside_one_link_and_kernel_bridges(monkeypatch):
+    monkeypatch.setattr(capabilities, "kernel_qdiscs", lambda names: {n: True for n in names})
+    plan = _plan(["switched_tcp"], [10**9], 1)
+    assert [(c.backend, c.rate_bps, c.switched) for c in plan] == [
+        ("userspace", 10**9, True), ("userspace", 10**9, False), ("kernel", 10**9, True),
+        ("userspace", 25 * 10**8, True), ("userspace", 25 * 10**8, False), ("kernel", 25 * 10**8, True)]
+    assert all(not c.udp and not c.delay_ns for c in plan)

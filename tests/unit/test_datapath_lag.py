@@ -1,7 +1,7 @@
 """The run's own checks on what the userspace datapath did: its lateness, its lost frames, its captures."""
 
 from bloatlab.analysis.summary import summary_lines
-from bloatlab.testbed.datapath import capture_warnings, lag_warnings as datapath_lag_warnings, lateness, thread_shares
+from bloatlab.testbed.datapath import capture_warnings, lag_warnings as datapath_lag_warnings, lateness, worker_shares
 
 
 def direction(p99_ns: int, max_ns: int = 0, rx_overrun: int = 0, tx_error: int = 0) -> dict:
@@ -33,45 +33,81 @@ TIMER = {"sleep_ns": 50_000, "count": 400, "p50_ns": 40_000, "p99_ns": 1_500_000
 
 
 def test_lag_the_machines_own_timer_shows_too_is_put_down_to_the_machine():
-    # The timer woke 1.5 ms late at p99: 1.2 ms of lateness is within its 1.52 ms allowance.
-    [within] = datapath_lag_warnings({"s0->h2": direction(1_200_000)}, TIMER)
-    assert within.endswith("within what this machine allows: its own timer woke 1500 us late at p99 for a "
-                           "50 us sleep, so the machine, not the datapath, set this")
+    # The idle timer woke 1.5 ms late at p99: 1.2 ms of lateness is within its 1.52 ms allowance.
+    assert datapath_lag_warnings({"s0->h2": direction(1_200_000)}, TIMER) == []
     [beyond] = datapath_lag_warnings({"s0->h2": direction(2_000_000)}, TIMER)
-    assert "beyond what this machine allows (1520 us: its timer's p99 1500 us + 20)" in beyond
+    assert "beyond what this machine allows (1520 us: its idle timer's p99 1500 us + 20)" in beyond
 
 
-def test_lag_beyond_the_machine_names_how_busy_the_link_thread_was():
-    cpu = {"user_ns": 1_000_000_000, "kernel_ns": 8_600_000_000, "wall_ns": 10_000_000_000}
-    [beyond] = datapath_lag_warnings({"s0->h2": {**direction(2_000_000), "cpu": cpu}}, TIMER)
-    assert beyond.endswith("the datapath was short of CPU for this traffic (its link thread busy 96% of a core "
-                           "over the run, 86 of it in the kernel: the frames' copies and the receiving host's stack)")
-    [unjudged] = datapath_lag_warnings({"s0->h2": {**direction(2_000_000), "cpu": cpu}})
-    assert "its link thread busy 96% of a core" in unjudged
-    [within] = datapath_lag_warnings({"s0->h2": {**direction(1_200_000), "cpu": cpu}}, TIMER)
-    assert "link thread" not in within  # the machine set it: the thread's load is beside the point
+def datapath(busy_share: float = 0.3, kernel_share: float = 0.2, wakeups_p99_ns: int = 60_000,
+             sentinel_p99_ns: int = 1_100_000, sentinel_count: int = 5000) -> dict:
+    """The datapath's own figures: one worker, its sentinel."""
+    wall = 10_000_000_000
+    cpu = {"user_ns": int((busy_share - kernel_share) * wall), "kernel_ns": int(kernel_share * wall), "wall_ns": wall}
+    return {"workers": [{"name": "worker0", "cpu": cpu, "directions": ["s0-h2.forward"],
+                         "wakeups_late_ns": {"count": 900, "p50": 30_000, "p99": wakeups_p99_ns, "max": 2_000_000}}],
+            "sentinel": {"late_ns": {"count": sentinel_count, "p50": 40_000, "p99": sentinel_p99_ns, "max": 5_000_000},
+                         "sleep_p50_ns": 1_201_000, "cpu_ns": 300_000_000, "rt_priority": 11}}
 
 
-def test_thread_shares_between_two_reads_of_the_stats():
-    def stats(user_ms, kernel_ms, wall_ms, reverse=True):
+def test_lag_within_the_sentinels_wake_ups_under_the_same_load_is_the_machines_and_not_warned():
+    # cs244 at 10 Mbit/s on a loaded VM: departures 1.05 ms late at p99 where a real-time thread
+    # sleeping as the workers do woke 1.1 ms late: the idle timer (50 us) would have blamed the datapath.
+    idle = {**TIMER, "p99_ns": 60_000}
+    late = {"s0->h2": {**direction(1_050_000), "worker": 0}}
+    assert datapath_lag_warnings(late, idle, datapath()) == []
+    assert datapath_lag_warnings(late, idle) != []  # judged by the idle timer alone, it was warned
+    # Too few of the sentinel's sleeps to judge by: the idle timer stands in.
+    assert datapath_lag_warnings(late, idle, datapath(sentinel_count=10)) != []
+
+
+def test_lag_beyond_the_sentinel_names_the_cause_its_worker_measured():
+    late = {"s0->h2": {**direction(2_500_000), "worker": 0}}
+    [busy] = datapath_lag_warnings(late, TIMER, datapath(busy_share=0.96, kernel_share=0.86))
+    assert "beyond the machine's own wake-ups under this load (1120 us: the sentinel's p99 1100 us + 20)" in busy
+    assert busy.endswith("the datapath was short of CPU for this traffic (its worker, worker0, busy 96% of a core over "
+                         "the run, 86 of it in the kernel: the frames' copies and the receiving host's stack)")
+    [starved] = datapath_lag_warnings(late, TIMER, datapath(wakeups_p99_ns=3_000_000))
+    assert "its worker (worker0, busy 30% of a core) woke 3000 us late at p99, later than the machine's sentinel" in starved
+    [own] = datapath_lag_warnings(late, TIMER, datapath())
+    assert own.endswith("its worker (worker0) was busy only 30% of a core and woke on time: the lateness is its own work "
+                        "between departures (a send runs the receiving host's stack inline)")
+    [unjudged] = datapath_lag_warnings(late)
+    assert unjudged.endswith("delay no link asked for; the datapath was short of CPU for this traffic")
+
+
+def test_worker_shares_between_two_reads_of_the_stats():
+    def stats(user_ms, kernel_ms, wall_ms, second=True):
         cpu = {"user_ns": user_ms * 10**6, "kernel_ns": kernel_ms * 10**6, "wall_ns": wall_ms * 10**6}
-        pair = {"forward": {"cpu": cpu}, **({"reverse": {"cpu": cpu}} if reverse else {})}
-        return {"links": {"h1-h2": pair}}
-    shares = thread_shares(stats(10, 50, 1000, reverse=False), stats(110, 850, 2000))
-    assert shares == {"h1-h2.forward": {"user_pct": 10.0, "kernel_pct": 80.0}}  # reverse: no first read
-    assert thread_shares(None, stats(1, 1, 1)) == {} and thread_shares(stats(1, 1, 5), stats(1, 1, 5)) == {}
+        workers = [{"name": "worker0", "cpu": cpu, "directions": ["h1-h2.forward"]}]
+        return {"workers": workers + ([{"name": "worker1", "cpu": cpu, "directions": []}] if second else [])}
+    shares = worker_shares(stats(10, 50, 1000, second=False), stats(110, 850, 2000))
+    assert shares == {"worker0": {"user_pct": 10.0, "kernel_pct": 80.0, "directions": ["h1-h2.forward"]}}
+    assert worker_shares(None, stats(1, 1, 1)) == {} and worker_shares(stats(1, 1, 5), stats(1, 1, 5)) == {}
 
 
 def test_lateness_is_the_worst_direction_beside_the_timer_allowance():
     stats = {"s0->h2": direction(45_000, max_ns=900_000), "h2->s0": direction(12_000)}
     late = lateness(stats, {**TIMER, "p99_ns": 30_000})
     assert late == {"direction": "s0->h2", "p99_us": 45.0, "max_us": 900.0, "timer_p99_us": 30.0,
-                    "allowed_us": 50.0, "within": True}
+                    "sentinel_p99_us": None, "sentinel_sleep_us": None, "allowed_us": 50.0, "within": True,
+                    "added_us": 0.0}
     assert lateness(stats, {**TIMER, "p99_ns": 20_000})["within"] is False
     assert lateness(stats, None)["within"] is None  # no timer sample: no verdict
     [(label, value)] = summary_lines({"lateness": late})
     assert (label, value) == ("datapath lateness p99", "45 us (s0->h2), within what this machine allows: "
                                                        "50 us (its timer's p99 30 us + 20)")
+
+
+def test_lateness_beside_the_sentinel_says_what_the_datapath_added():
+    stats = {"s0->h2": direction(1_300_000)}
+    late = lateness(stats, {**TIMER, "p99_ns": 60_000}, datapath())
+    assert (late["sentinel_p99_us"], late["allowed_us"], late["within"], late["added_us"]) == (1100.0, 1120.0, False, 180.0)
+    [(_, value)] = summary_lines({"lateness": late})
+    assert value == ("1300 us (s0->h2); the machine's own wake-ups under this load 1100 us (a real-time sentinel's "
+                     "1.2 ms sleeps): the datapath added 200 us of its own")
+    within = lateness({"s0->h2": direction(900_000)}, None, datapath())
+    assert within["within"] is True and summary_lines({"lateness": within})[0][1].endswith("the datapath added nothing beyond them")
 
 
 def capture(written: int, cut: int = 0, lost: int = 0, error: str | None = None) -> dict:

@@ -6,7 +6,8 @@ from bloatlab.errors import MachineError, SpecError
 from bloatlab.specs.disciplines import MTU_FRAME_BYTES
 from bloatlab.specs.model import DirectionSpec, LinkSpec, QueueSpec
 from bloatlab.testbed.links.kernel import htb_burst_bytes, kernel_needs, kernel_tc_commands
-from bloatlab.testbed.network import choose_backend
+from bloatlab.specs.model import HostSpec, SwitchSpec, Topology
+from bloatlab.testbed.network import choose_backend, inner_switches
 
 ALL = {"htb": True, "netem": True, "pfifo": True, "bfifo": True, "pfifo_head_drop": True}
 NO_NETEM = {**ALL, "netem": False}
@@ -104,3 +105,17 @@ def test_delay_and_loss_go_to_netem_with_the_queue_limit():
     assert leaf[9:] == ["limit", "100", "delay", "5000us", "loss", "random", "1.5%"]
     d = DirectionSpec(delay_ns=1_000_500, jitter_ns=250, queue=QueueSpec(packets=10))
     assert kernel_tc_commands("h1-eth0", d)[0][-5:] == ["limit", "10", "delay", "1000.500us", "0.250us"]
+
+
+def test_a_switch_is_served_inside_the_datapath_when_the_datapath_serves_all_its_links():
+    def topo(namespace: bool = False) -> Topology:
+        links = [LinkSpec(name=f"{a}-{b}", ends=(a, b), forward=DirectionSpec(), reverse=DirectionSpec())
+                 for a, b in (("h1", "s0"), ("s0", "s1"), ("s1", "h2"), ("h3", "s2"))]
+        return Topology(hosts={h: HostSpec(h) for h in ("h1", "h2", "h3")},
+                        switches={s: SwitchSpec(s, namespace=namespace and s == "s1") for s in ("s0", "s1", "s2")},
+                        links=links)
+    assert inner_switches(topo(), ["userspace"] * 4) == {"s0", "s1", "s2"}
+    # A kernel link's end is a namespace's interface: s1 and s2 keep theirs, with a bridge.
+    assert inner_switches(topo(), ["userspace", "userspace", "kernel", "kernel"]) == {"s0"}
+    # And so does a switch the spec gives one.
+    assert inner_switches(topo(namespace=True), ["userspace"] * 4) == {"s0", "s2"}

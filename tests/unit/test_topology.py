@@ -269,7 +269,7 @@ def test_parse_topology_accepts_a_dict():
         ("sed = 1\n" + DUMBBELL, "sed", ('"sed"', 'did you mean "seed"', "hosts, switches, links")),
         ("[hosts.h1]\nip = 1\n", "hosts.h1.ip", ('"ip"', "in a host", "allowed keys: cc")),
         ("[hosts.h1]\nc = 'reno'\n", "hosts.h1.c", ('did you mean "cc"',)),
-        (DUMBBELL + "[switches.s0.x]\n", "switches.s0.x", ("takes no keys",)),
+        (DUMBBELL + "[switches.s0.x]\n", "switches.s0.x", ("in a switch", "allowed keys: namespace")),
         (DUMBBELL + 'rte = "1mbit"\n', "links[1].rte", ('did you mean "rate"', "ends, rate, trace")),
         (
             DUMBBELL + "queue = { packet = 100 }\n",
@@ -392,6 +392,15 @@ def test_host_without_link(tmp_path):
 def test_switch_without_link_is_fine(tmp_path):
     topo = load(tmp_path, DUMBBELL + "[switches.spare]\n")
     assert list(topo.switches) == ["s0", "spare"]
+
+
+def test_a_switch_may_keep_a_namespace_of_its_own(tmp_path):
+    topo = load(tmp_path, DUMBBELL.replace("[switches.s0]", "[switches.s0]\nnamespace = true") + "[switches.s1]\n")
+    assert topo.switches["s0"].namespace and not topo.switches["s1"].namespace
+    assert Topology.from_dict(topo.to_dict()) == topo
+    rejects(tmp_path, DUMBBELL.replace("[switches.s0]", "[switches.s0]\nnamespace = 1"), "switches.s0.namespace",
+            "not true or false", "namespace = true")
+    rejects(tmp_path, "[hosts.h1]\nnamespace = true\n", "hosts.h1.namespace", "allowed keys: cc")
 
 
 def test_links_must_be_an_array_of_tables(tmp_path):
@@ -602,7 +611,7 @@ def test_to_dict(tmp_path):
     assert resolved["cc"] is None
     assert resolved["hosts"] == [{"name": "h1", "address": "10.0.0.1", "cc": None},
                                  {"name": "h2", "address": "10.0.0.2", "cc": None}]
-    assert resolved["switches"] == [{"name": "s0"}]
+    assert resolved["switches"] == [{"name": "s0", "namespace": False}]
     neck = resolved["links"][1]
     assert neck["name"] == "s0-h2" and neck["ends"] == ["s0", "h2"] and neck["backend"] == "auto"
     assert neck["forward"] == {

@@ -3,6 +3,7 @@
 //! The I/O shell (`bloatlab-link`) owns sockets, the clock and the event loop, and a
 //! virtual-time replay can drive the very same code.
 
+pub mod fabric;
 pub mod pipeline;
 pub mod qdisc;
 pub mod rate;

@@ -40,6 +40,7 @@ pub struct WakeupLead {
     classes: Vec<Overshoots>,
     min_ns: u64,
     max_ns: u64,
+    quantile: f64,
 }
 
 /// The last `WINDOW` overshoots of one class, the lead they imply, and when the last came.
@@ -57,8 +58,6 @@ impl WakeupLead {
     /// Overshoots remembered per class: few enough to follow a change of load within a
     /// second or two at a ping's pace, enough that one stall of the host does not set the lead.
     const WINDOW: usize = 64;
-    /// The lead covers this share of recent wake-ups; the rest come late.
-    const QUANTILE: f64 = 0.95;
     /// Added to the quantile: the read of the clock after waking, and some room.
     const MARGIN_NS: u64 = 10_000;
     /// A class with no wake-up for this long is forgotten. Where the lead covers the whole
@@ -66,10 +65,12 @@ impl WakeupLead {
     /// new; forgetting lets it try sleeping again once the load that set the lead is gone.
     const FORGET_NS: u64 = 1_000_000_000;
 
-    /// Leads stay within [min_ns, max_ns]; a class with no recent wake-ups uses the nearest
-    /// shorter class that has some, or min_ns.
-    pub fn new(min_ns: u64, max_ns: u64) -> Self {
-        WakeupLead { classes: vec![Overshoots::default(); Self::CLASSES], min_ns, max_ns: max_ns.max(min_ns) }
+    /// A lead that covers `quantile` of the recent wake-ups (1: all of them, the latest
+    /// included; the config's default is 0.95, the rest coming late). Leads stay within
+    /// [min_ns, max_ns]; a class with no recent wake-ups uses the nearest shorter class that
+    /// has some, or min_ns.
+    pub fn covering(min_ns: u64, max_ns: u64, quantile: f64) -> Self {
+        WakeupLead { classes: vec![Overshoots::default(); Self::CLASSES], min_ns, max_ns: max_ns.max(min_ns), quantile }
     }
 
     fn class(ahead_ns: u64) -> usize {
@@ -88,7 +89,7 @@ impl WakeupLead {
     /// what it was for (a departure, or the sleep's own end where that was all) lay
     /// `ahead_ns` ahead.
     pub fn record(&mut self, ahead_ns: u64, overshoot_ns: u64, now_ns: u64) {
-        let (min_ns, max_ns) = (self.min_ns, self.max_ns);
+        let (min_ns, max_ns, quantile) = (self.min_ns, self.max_ns, self.quantile);
         let c = &mut self.classes[Self::class(ahead_ns)];
         if now_ns.saturating_sub(c.last_ns) >= Self::FORGET_NS {
             c.recent_ns.clear();
@@ -102,7 +103,7 @@ impl WakeupLead {
         }
         c.next = (c.next + 1) % Self::WINDOW;
         let mut sorted = c.recent_ns.clone();
-        let rank = ((Self::QUANTILE * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len()) - 1;
+        let rank = ((quantile * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len()) - 1;
         let q = *sorted.select_nth_unstable(rank).1;
         c.lead_ns = Some((q + Self::MARGIN_NS).clamp(min_ns, max_ns));
     }
@@ -123,14 +124,14 @@ mod tests {
 
     #[test]
     fn lead_starts_at_the_minimum() {
-        let w = WakeupLead::new(50_000, 500_000);
+        let w = WakeupLead::covering(50_000, 500_000, 0.95);
         assert_eq!(w.lead_ns(10_000_000, T0), 50_000);
         assert_eq!(w.lead_ns(0, T0), 50_000);
     }
 
     #[test]
     fn lead_covers_most_overshoots_of_sleeps_for_targets_that_far() {
-        let mut w = WakeupLead::new(20_000, 500_000);
+        let mut w = WakeupLead::covering(20_000, 500_000, 0.95);
         // Departures 10 ms ahead: overshoots 1..=80 us, the last 64 of them kept (17..=80 us).
         for us in 1..=80u64 {
             w.record(10_000_000, us * 1_000, T0);
@@ -148,7 +149,7 @@ mod tests {
 
     #[test]
     fn lead_stays_within_its_bounds_and_follows_the_machine() {
-        let mut w = WakeupLead::new(50_000, 300_000);
+        let mut w = WakeupLead::covering(50_000, 300_000, 0.95);
         w.record(1_000_000, 5_000, T0);
         assert_eq!(w.lead_ns(1_000_000, T0), 50_000);
         w.record(1_000_000, 2_000_000, T0); // one stall of the host: as good as all it knows
@@ -168,8 +169,19 @@ mod tests {
     }
 
     #[test]
+    fn a_lead_covering_every_wake_up_is_the_latest_of_them() {
+        let mut w = WakeupLead::covering(20_000, 5_000_000, 1.0);
+        for us in 1..=64u64 {
+            w.record(1_200_000, us * 1_000, T0);
+        }
+        w.record(1_200_000, 1_100_000, T0); // one wake-up 1.1 ms late: the lead covers it
+        assert_eq!(w.lead_ns(1_200_000, T0), 1_110_000);
+        assert_eq!(WakeupLead::covering(20_000, 5_000_000, 0.95).lead_ns(0, T0), 20_000);
+    }
+
+    #[test]
     fn a_class_with_no_recent_wake_up_is_forgotten() {
-        let mut w = WakeupLead::new(50_000, 500_000);
+        let mut w = WakeupLead::covering(50_000, 500_000, 0.95);
         w.record(100_000, 20_000, T0); // 64-128 us ahead
         for _ in 0..64 {
             w.record(300_000, 200_000, T0); // 256-512 us ahead: a lead longer than the distance

@@ -45,7 +45,47 @@ pub struct Config {
     /// departures (sched::CpuPressure); null never batches.
     #[serde(default = "default_batching")]
     pub batching: Option<Batching>,
+    /// Worker threads that serve the link directions (worker.rs); absent: one per core.
+    #[serde(default)]
+    pub workers: Option<usize>,
+    /// The most a worker wakes before a departure to spin, however late its wake-ups come
+    /// (clock::WakeupLead). Longer buys punctuality on a machine whose wake-ups come late, with
+    /// the CPU of spinning through it (docs/datapath.md, "Timing").
+    #[serde(default = "default_max_lead_ns")]
+    pub max_lead_ns: u64,
+    /// The share of a worker's recent wake-ups its lead covers (clock::WakeupLead): 1 covers
+    /// them all, the latest included.
+    #[serde(default = "default_lead_quantile")]
+    pub lead_quantile: f64,
+    /// The share of each 10 ms a worker may spin before departures (SPIN_SHARE by default).
+    #[serde(default = "default_spin_share")]
+    pub spin_share: f64,
+    /// A real-time thread that sleeps as the workers sleep while frames flow and records how
+    /// late it wakes: the machine's own lateness under the run's load (sentinel.rs).
+    #[serde(default = "yes")]
+    pub sentinel: bool,
 }
+
+/// The default cap of the learnt lead: 500 us covered a VM's usual wake-ups (20-90 us late)
+/// with room, at a CPU cost no run notices.
+fn default_max_lead_ns() -> u64 {
+    500_000
+}
+
+fn default_lead_quantile() -> f64 {
+    0.95
+}
+
+fn default_spin_share() -> f64 {
+    SPIN_SHARE
+}
+
+/// The longest lead a config may ask for: past it a worker would spin through every gap of a
+/// 10 Mbit/s link.
+pub const MAX_LEAD_LIMIT_NS: u64 = 20_000_000;
+
+/// The most workers a config may ask for.
+pub const MAX_WORKERS: usize = 256;
 
 /// When and how the link threads batch departures to leave the hosts CPU (sched::CpuPressure).
 /// Absent fields take the defaults, measured on a 2-vCPU VM (docs/datapath.md, "Timing").
@@ -128,14 +168,44 @@ fn default_rt_priority() -> i32 {
 
 pub const DEFAULT_RT_PRIORITY: i32 = 10;
 
+/// A link between two ends, each either a veth end in the datapath's namespace (`a_iface`,
+/// toward a host or a switch with a namespace of its own) or a switch served inside the
+/// datapath (`a_switch`, by name): exactly one of the two.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct LinkConfig {
     pub name: String,
-    pub a_iface: String,
-    pub b_iface: String,
+    #[serde(default)]
+    pub a_iface: Option<String>,
+    #[serde(default)]
+    pub b_iface: Option<String>,
+    #[serde(default)]
+    pub a_switch: Option<String>,
+    #[serde(default)]
+    pub b_switch: Option<String>,
     pub forward: DirectionJson,
     pub reverse: DirectionJson,
+}
+
+/// One end of a link, as the config gives it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum EndConfig {
+    Iface(String),
+    Switch(String),
+}
+
+impl LinkConfig {
+    /// Its ends a and b; an error names the field.
+    pub fn ends(&self) -> Result<(EndConfig, EndConfig), String> {
+        let end = |side: &str, iface: &Option<String>, switch: &Option<String>| match (iface, switch) {
+            (Some(i), None) => Ok(EndConfig::Iface(i.clone())),
+            (None, Some(s)) if !s.is_empty() => Ok(EndConfig::Switch(s.clone())),
+            (None, Some(_)) => Err(format!("{side}_switch: a switch needs a name")),
+            (Some(_), Some(_)) => Err(format!("{side}_iface: give an interface or a switch ({side}_switch), not both")),
+            (None, None) => Err(format!("{side}_iface: missing; give the end's interface, or {side}_switch for a switch inside the datapath")),
+        };
+        Ok((end("a", &self.a_iface, &self.a_switch)?, end("b", &self.b_iface, &self.b_switch)?))
+    }
 }
 
 #[derive(Deserialize)]
@@ -438,10 +508,26 @@ impl Config {
         if let Some(b) = &cfg.batching {
             b.validate()?;
         }
+        if let Some(n) = cfg.workers.filter(|n| !(1..=MAX_WORKERS).contains(n)) {
+            return Err(format!("workers: {n} is not from 1 to {MAX_WORKERS} (absent: one per core)"));
+        }
+        if cfg.max_lead_ns > MAX_LEAD_LIMIT_NS {
+            return Err(format!("max_lead_ns: {} is above {MAX_LEAD_LIMIT_NS} (20 ms)", cfg.max_lead_ns));
+        }
+        if !(0.5..=1.0).contains(&cfg.lead_quantile) {
+            return Err(format!("lead_quantile: {} is not a share from 0.5 to 1", cfg.lead_quantile));
+        }
+        if !(0.0..=1.0).contains(&cfg.spin_share) {
+            return Err(format!("spin_share: {} is not a share from 0 to 1", cfg.spin_share));
+        }
         for (i, l) in cfg.links.iter().enumerate() {
             // Names key the stats file and the queue logs' file names.
             if cfg.links[..i].iter().any(|o| o.name == l.name) {
                 return Err(format!("links[{i}].name: {:?} names an earlier link too; names must be unique", l.name));
+            }
+            let (a, b) = l.ends().map_err(|e| format!("links[{i}].{e}"))?;
+            if a == b {
+                return Err(format!("links[{i}].b_iface: the link's two ends are the same ({a:?})"));
             }
             l.forward.resolve().map_err(|e| format!("links[{i}].forward.{e}"))?;
             l.reverse.resolve().map_err(|e| format!("links[{i}].reverse.{e}"))?;
@@ -467,6 +553,11 @@ pub fn load_json<T: serde::de::DeserializeOwned>(path: &str) -> Result<T, String
 }
 
 impl DirectionJson {
+    /// The constant rate its ring is sized for; None for an unlimited link or a trace.
+    pub fn ring_rate_bps(&self) -> Option<u64> {
+        self.rate_bps.filter(|_| self.trace_path.is_none())
+    }
+
     /// The core's config; an error starts with the field's name.
     pub fn resolve(&self) -> Result<DirectionConfig, String> {
         let rate = match (self.rate_bps, &self.trace_path) {

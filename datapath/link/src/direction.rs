@@ -1,70 +1,55 @@
-//! The event loop of one link direction: frames in from one veth end, through the core's
-//! pipeline, out of the other end at their due time.
+//! One link direction as a worker serves it: its pipeline, where its departures go (a veth end,
+//! or a port of a switch inside the datapath), and what it counts and writes (lateness, queue
+//! log, captures).
 
 use std::fs::File;
 use std::io::{BufWriter, Write};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use bloatlab_core::pipeline::{Departure, DropRecord, Event};
 use bloatlab_core::qdisc::{QueueStats, TinReport};
 use bloatlab_core::stats::DirectionStats;
-use bloatlab_core::{DirectionConfig, Instant, Pipeline};
+use bloatlab_core::{Instant, Pipeline};
 
 use bloatlab_link::capture::{Capture, CaptureCounts};
-use bloatlab_link::config::{Batching, MAX_DEAF_NS, SPIN_SHARE};
+use bloatlab_link::config::MAX_DEAF_NS;
 
-use crate::clock::{monotonic_now, realtime_offset_ns, WakeupLead};
-use crate::sched::{RtGate, ThreadPriority, BATCHING, LAST_ARRIVAL_NS};
-use crate::socket::{PacketSocket, RxRing, TxBatch};
-
-/// Frames taken from the ring per turn of the loop.
-const RX_BATCH: usize = 64;
-/// Longest sleep, so a stop request is seen promptly even on an idle link (`down` waits for it;
-/// 100 wake-ups a second of an idle thread cost nothing measurable).
-const MAX_WAIT_NS: u64 = 10_000_000;
-const PUBLISH_EVERY_NS: u64 = 100_000_000;
-/// The most a thread wakes before a departure to spin, however late its wake-ups come.
-const MAX_LEAD_NS: u64 = 500_000;
-/// A transmit path idle this long is walked once (PacketSocket::warm) before the next send,
-/// if that is due no sooner than the walk itself takes on a cold path.
-const WARM_AFTER_IDLE_NS: u64 = 500_000;
-const WARM_TAKES_NS: u64 = 15_000;
-/// How often a thread with arrivals refreshes sched::LAST_ARRIVAL_NS; far below the second
-/// the CPU latency request is held for.
-const MARK_ARRIVAL_NS: u64 = 10_000_000;
+use crate::clock::monotonic_now;
+use crate::socket::{PacketSocket, TxBatch};
 
 /// Whether a sleep of `sleep_ns` must end early for an arrival. No frame arriving from now on
 /// leaves before the pipeline's next departure (the delay line is FIFO, the serialiser first
 /// finishes what it holds) or before its arrival plus the shortest delay. A sleep no longer
-/// than that delay has a departure ahead (an idle link's is MAX_WAIT_NS, which listens), and
-/// the thread wakes its lead before it anyway: it takes the frame then, at the kernel's stamp,
-/// with the same fate and as punctually. On a VM a wake-up costs ~14 us of CPU, and on a
-/// delayed path one came per ACK.
-fn listens(sleep_ns: u64, shortest_delay_ns: u64) -> bool {
+/// than that delay has a departure ahead (an idle worker's sleep listens), and the worker wakes
+/// its lead before it anyway: it takes the frame then, at the kernel's stamp, with the same
+/// fate and as punctually. On a VM a wake-up costs ~14 us of CPU, and on a delayed path one
+/// came per ACK.
+pub fn listens(sleep_ns: u64, shortest_delay_ns: u64) -> bool {
     sleep_ns > shortest_delay_ns.min(MAX_DEAF_NS)
 }
 
-/// Lateness of departures against their due time, in 1 us buckets up to 100 ms.
+/// Lateness in 1 us buckets up to 100 ms: of departures against their due time, and of the
+/// sentinel's wake-ups against theirs.
 #[derive(Clone)]
 pub struct LatenessHistogram {
     buckets: Vec<u64>,
-    count: u64,
-    max_ns: u64,
+    pub count: u64,
+    pub max_ns: u64,
 }
 
 impl LatenessHistogram {
     const BUCKETS: usize = 100_001;
-    fn new() -> Self {
+    pub fn new() -> Self {
+        // Zeroed pages from the kernel: only the buckets ever hit take memory.
         LatenessHistogram { buckets: vec![0; Self::BUCKETS], count: 0, max_ns: 0 }
     }
-    fn add(&mut self, late_ns: u64) {
+    pub fn add(&mut self, late_ns: u64) {
         self.buckets[((late_ns / 1_000) as usize).min(Self::BUCKETS - 1)] += 1;
         self.count += 1;
         self.max_ns = self.max_ns.max(late_ns);
     }
     /// Upper edge of the bucket holding quantile `q`, in ns.
-    fn quantile_ns(&self, q: f64) -> u64 {
+    pub fn quantile_ns(&self, q: f64) -> u64 {
         if self.count == 0 {
             return 0;
         }
@@ -78,58 +63,27 @@ impl LatenessHistogram {
         }
         self.max_ns
     }
+    pub fn summary(&self) -> LatenessSummary {
+        LatenessSummary { count: self.count, p50_ns: self.quantile_ns(0.5), p99_ns: self.quantile_ns(0.99), max_ns: self.max_ns }
+    }
+}
+
+#[derive(Clone, Copy, Debug, Default)]
+pub struct LatenessSummary {
+    pub count: u64,
+    pub p50_ns: u64,
+    pub p99_ns: u64,
+    pub max_ns: u64,
 }
 
 /// A frame's arrival on the monotonic clock: the kernel's receive stamp where it is sane
 /// (not before the pipeline's last event, not after we read it), else the read time.
-fn arrival_time(stamp_real_ns: u64, rt_offset: i64, last: Instant, read_at: Instant) -> Instant {
+pub fn arrival_time(stamp_real_ns: u64, rt_offset: i64, last: Instant, read_at: Instant) -> Instant {
     let mono = stamp_real_ns as i64 - rt_offset;
     if stamp_real_ns == 0 || mono > read_at.nanos() as i64 {
         return read_at;
     }
     Instant((mono.max(0) as u64).max(last.nanos()))
-}
-
-/// Caps the share of time a thread spends spinning (config::SPIN_SHARE, or Batching's
-/// smaller one), so that at high packet rates (where a departure is always near) the datapath
-/// does not take a whole core from the hosts' stacks; past the cap it sleeps and departures
-/// are a little late instead.
-#[derive(Default)]
-struct SpinBudget {
-    window_start: u64,
-    spun_ns: u64,
-    /// When the thread last chose to spin on, while it has not slept since.
-    spinning_since: Option<u64>,
-}
-
-impl SpinBudget {
-    const WINDOW_NS: u64 = 10_000_000;
-    fn allows(&mut self, now: Instant, share: f64) -> bool {
-        if now.nanos() - self.window_start >= Self::WINDOW_NS {
-            self.window_start = now.nanos();
-            self.spun_ns = 0;
-        }
-        (self.spun_ns as f64) < share * Self::WINDOW_NS as f64
-    }
-    /// The thread spins on at `now`: all the time since its previous choice to spin counts,
-    /// the turn of the loop it ran meanwhile included, not only the pause.
-    fn spin_at(&mut self, now: u64) {
-        if let Some(since) = self.spinning_since {
-            self.spun_ns += now.saturating_sub(since);
-        }
-        self.spinning_since = Some(now);
-    }
-    fn sleeps(&mut self) {
-        self.spinning_since = None;
-    }
-}
-
-/// What a thread counts of its own, beside the pipeline's figures.
-#[derive(Default)]
-struct Counts {
-    rx_overrun: u64,
-    tx_error: u64,
-    batch_sleeps: u64,
 }
 
 /// What the main thread reports for a direction.
@@ -139,235 +93,154 @@ pub struct Snapshot {
     pub queue: QueueStats,
     pub rx_overrun: u64,
     pub tx_error: u64,
-    /// Sleeps past the spin share while batching (sched::CpuPressure).
-    pub batch_sleeps: u64,
-    pub late_count: u64,
-    pub late_p50_ns: u64,
-    pub late_p99_ns: u64,
-    pub late_max_ns: u64,
-    /// The thread's CPU time since it started, in its own code and in the kernel (where the
-    /// frames are copied in and out, and the receiving host's stack runs: a veth delivers
-    /// inline), and the wall time since it started, at this report.
-    pub cpu: ThreadCpu,
+    pub late: LatenessSummary,
+    /// Frames a switch handed on after this direction's clock had passed their due time (from
+    /// another worker, late), and by how much at most: the error of their arrival times.
+    pub late_arrivals: u64,
+    pub late_arrival_max_ns: u64,
     pub capture: Option<CaptureCounts>,
     /// The discipline's classes (CAKE's tins), empty for the others.
     pub tins: Vec<TinReport>,
 }
 
-#[derive(Clone, Copy, Debug, Default)]
-pub struct ThreadCpu {
-    pub user_ns: u64,
-    pub kernel_ns: u64,
-    pub wall_ns: u64,
+/// Where a direction's departures go.
+pub enum Output {
+    /// Out of a veth end in the datapath's namespace, to the node at the link's far end.
+    Socket { tx: PacketSocket, batch: TxBatch, due: Vec<Departure> },
+    /// Into a switch inside the datapath, by one of its ports.
+    Switch { switch: usize, port: usize },
 }
 
-impl ThreadCpu {
-    /// The calling thread's, since `started_ns` (CLOCK_MONOTONIC).
-    fn now(started_ns: u64) -> Self {
-        let mut u: libc::rusage = unsafe { std::mem::zeroed() };
-        unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut u) };
-        let ns = |t: libc::timeval| t.tv_sec as u64 * 1_000_000_000 + t.tv_usec as u64 * 1000;
-        ThreadCpu { user_ns: ns(u.ru_utime), kernel_ns: ns(u.ru_stime), wall_ns: monotonic_now().nanos().saturating_sub(started_ns) }
-    }
-}
-
-pub struct Direction {
-    pub cfg: DirectionConfig,
-    pub rx: RxRing,
-    pub tx: PacketSocket,
-    pub tx_batch: TxBatch,
+pub struct Dir {
+    /// "LINK.forward": its files' names.
+    pub name: String,
+    pub pipe: Pipeline,
+    pub output: Output,
+    /// Its ring in the worker's list, when frames come in from a veth end.
+    pub ring: Option<usize>,
     pub log: Option<BufWriter<File>>,
-    /// pcapng files of what leaves and what is dropped, if asked for.
     pub capture: Option<Capture>,
     pub shared: Arc<Mutex<Snapshot>>,
-    /// How long before a departure to stop sleeping and spin, at least: the thread wakes
-    /// earlier where its wake-ups come later than that (clock::WakeupLead).
-    pub spin_ns: u64,
-    /// SCHED_FIFO priority for this thread while the gate allows (0: normal scheduling).
-    pub rt_priority: i32,
-    /// How to batch departures while sched::BATCHING is set (None: never).
-    pub batching: Option<Batching>,
+    pub late: LatenessHistogram,
+    pub rx_overrun: u64,
+    pub tx_error: u64,
+    pub late_arrivals: u64,
+    pub late_arrival_max_ns: u64,
+    /// Changed since it last published.
+    pub dirty: bool,
+    /// When it last handed frames to the kernel (a cold send path is walked before the next).
+    pub last_tx_ns: u64,
+    drops: Vec<DropRecord>,
+    events: Vec<Event>,
 }
 
-impl Direction {
-    pub fn run(&mut self, stop: &AtomicBool, gate: &RtGate) -> std::io::Result<()> {
-        let started_ns = monotonic_now().nanos();
-        let mut priority = ThreadPriority::new(self.rt_priority);
-        priority.update(gate, false, monotonic_now().nanos());
-        let mut pipe = Pipeline::new(&self.cfg, monotonic_now());
-        pipe.record_events(self.log.is_some());
-        pipe.record_drops(self.capture.is_some());
-        let mut drops: Vec<DropRecord> = Vec::new();
-        let mut out: Vec<Departure> = Vec::with_capacity(256);
-        let mut events: Vec<Event> = Vec::with_capacity(1024);
-        let mut late = LatenessHistogram::new();
-        let mut counts = Counts::default();
-        let mut last_publish = Instant::ZERO;
-        let mut spin = SpinBudget::default();
-        let mut wakeup = WakeupLead::new(self.spin_ns, MAX_LEAD_NS.max(self.spin_ns));
-        let mut last_tx_ns = 0u64; // when this thread last handed frames to the kernel
-        let mut rt_offset = realtime_offset_ns();
-        let mut last_marked_ns = 0u64; // when this thread last set LAST_ARRIVAL_NS
-        while !stop.load(Ordering::Relaxed) {
-            // Arrivals first, each at the time the kernel received it rather than when this
-            // thread woke: with delay ahead, a late wake-up then costs the packet nothing.
-            // The pipeline advances to each arrival time itself, so events stay in order.
-            // At most RX_BATCH per turn: a backlog in the ring is then sent on in batches that
-            // stay in the cache, rather than copied whole into buffers and only then sent.
-            let read_at = monotonic_now();
-            let taken = self.rx.recv(RX_BATCH, |frame, stamp_real_ns| {
-                let t = arrival_time(stamp_real_ns, rt_offset, pipe.last_time(), read_at);
-                pipe.arrive(t, frame)
-            });
-            // Both threads write this one word: at most every MARK_ARRIVAL_NS, so the cache line
-            // does not bounce between them on every turn at high packet rates.
-            if taken > 0 && read_at.nanos() - last_marked_ns >= MARK_ARRIVAL_NS {
-                LAST_ARRIVAL_NS.store(read_at.nanos(), Ordering::Relaxed);
-                last_marked_ns = read_at.nanos();
-            }
-            let now = monotonic_now();
-            // With frames still waiting, time moves on only to the next one's arrival, so
-            // nothing leaves ahead of what that frame would change; the next turn takes it
-            // without sleeping.
-            let backlog = self.rx.peek_stamp().map(|s| arrival_time(s, rt_offset, pipe.last_time(), now));
-            pipe.poll(backlog.unwrap_or(now), &mut out);
-            if !out.is_empty() {
-                last_tx_ns = now.nanos();
-            }
-            counts.tx_error += self.send(&mut out, &mut late, rt_offset);
-            self.capture_drops(&mut pipe, &mut drops, rt_offset);
-            if let Some(w) = self.log.as_mut() {
-                pipe.take_events(&mut events);
-                write_events(w, &events)?;
-                events.clear();
-            }
-            if now.nanos() - last_publish.nanos() >= PUBLISH_EVERY_NS {
-                rt_offset = realtime_offset_ns(); // follows NTP adjustments of the wall clock
-                counts.rx_overrun += self.rx.socket().take_overruns();
-                if let Some(c) = self.capture.as_mut() {
-                    c.tick();
-                }
-                self.publish(&pipe, &counts, &late, started_ns);
-                last_publish = now;
-            }
-            priority.update(gate, backlog.is_some(), now.nanos());
-            if backlog.is_some() {
-                spin.sleeps();
-                continue;
-            }
-            // Timer wake-ups run tens of microseconds late on a VM, later after long sleeps:
-            // sleep until the learnt lead (at least `spin_ns`) before a departure, then spin
-            // (still taking arrivals) for the rest. Other deadlines (a frame done serialising
-            // with delay still ahead) wake nobody: `poll` catches virtual time up exactly
-            // whenever it runs. With spin_ns 0 the thread only sleeps.
-            let now = monotonic_now().nanos();
-            let to_departure = pipe.next_departure().map_or(MAX_WAIT_NS, |t| t.nanos().saturating_sub(now));
-            let lead = if self.spin_ns == 0 { 0 } else { wakeup.lead_ns(to_departure, now) };
-            // While the hosts wait for CPU (sched::CpuPressure), a thread past a smaller spin
-            // share sleeps at least `sleep_ns`, deaf, and sends what fell due meanwhile at once.
-            let batching = self.batching.filter(|_| BATCHING.load(Ordering::Relaxed));
-            let sleep = if to_departure > lead {
-                to_departure - lead
-            } else if spin.allows(Instant(now), batching.map_or(SPIN_SHARE, |b| b.spin_share)) {
-                if now.saturating_sub(last_tx_ns) >= WARM_AFTER_IDLE_NS && to_departure >= WARM_TAKES_NS {
-                    self.tx.warm();
-                    last_tx_ns = now;
-                }
-                spin.spin_at(now);
-                std::hint::spin_loop();
-                continue;
-            } else if let Some(b) = batching {
-                to_departure.max(b.sleep_ns)
-            } else {
-                to_departure
-            };
-            if sleep == 0 {
-                continue;
-            }
-            let sleep = sleep.min(MAX_WAIT_NS);
-            spin.sleeps();
-            // A batching sleep is deaf (never past MAX_DEAF_NS, whatever `spin_ns` made the
-            // lead): frames arriving meanwhile leave with the batch.
-            let batch_sleep = batching.is_some() && to_departure <= lead;
-            counts.batch_sleeps += batch_sleep as u64;
-            let listen = listens(sleep, pipe.shortest_delay().nanos()) && !(batch_sleep && sleep <= MAX_DEAF_NS);
-            if !self.rx.socket().wait(Some(sleep), listen) {
-                // Woken by the timer, not by a frame: how late it came, for the lead of
-                // departures as far ahead as this one (or of sleeps this long).
-                let ahead = if sleep + lead == to_departure { to_departure } else { sleep };
-                let woke = monotonic_now().nanos();
-                wakeup.record(ahead, woke.saturating_sub(now + sleep), woke);
-            }
-        }
-        if let Some(w) = self.log.as_mut() {
-            pipe.take_events(&mut events);
-            write_events(w, &events)?;
-            w.flush()?;
-        }
-        self.capture_drops(&mut pipe, &mut drops, rt_offset);
-        if let Some(c) = self.capture.as_mut() {
-            c.finish();
-        }
-        counts.rx_overrun += self.rx.socket().take_overruns();
-        self.publish(&pipe, &counts, &late, started_ns);
-        Ok(())
+impl Dir {
+    pub fn new(name: String, pipe: Pipeline, output: Output, log: Option<BufWriter<File>>, capture: Option<Capture>, shared: Arc<Mutex<Snapshot>>) -> Self {
+        let late = LatenessHistogram::new();
+        Dir { name, pipe, output, ring: None, log, capture, shared, late, rx_overrun: 0, tx_error: 0, late_arrivals: 0, late_arrival_max_ns: 0, dirty: true, last_tx_ns: 0, drops: Vec::new(), events: Vec::with_capacity(1024) }
     }
 
-    /// Sends what is due; records how late each frame left. Returns frames the kernel refused.
-    fn send(&mut self, out: &mut Vec<Departure>, late: &mut LatenessHistogram, rt_offset: i64) -> u64 {
-        if out.is_empty() {
-            return 0;
+    /// A frame handed on by a switch, due at `at`; never before this direction's clock.
+    pub fn arrive_at(&mut self, at: Instant, data: Vec<u8>) {
+        let last = self.pipe.last_time();
+        if at < last {
+            self.late_arrivals += 1;
+            self.late_arrival_max_ns = self.late_arrival_max_ns.max(last.nanos() - at.nanos());
         }
-        // Captured at their due time, on the wall clock as capture files keep it.
+        self.pipe.arrive(at.max(last), data);
+        self.dirty = true;
+    }
+
+    /// Everything due by `until` (never before its own clock), captured at its due time.
+    pub fn poll(&mut self, until: Instant, out: &mut Vec<Departure>, rt_offset: i64) {
+        let first = out.len();
+        self.pipe.poll(until.max(self.pipe.last_time()), out);
         if let Some(c) = self.capture.as_mut() {
-            for d in out.iter() {
+            for d in &out[first..] {
                 c.departure(&d.packet.data, d.packet.wire_len, d.packet.id, wall_ns(d.at, rt_offset));
             }
+        }
+        self.dirty = true;
+    }
+
+    /// Sends what is due out of its veth end, recording how late each frame left; returns the
+    /// buffers for reuse.
+    pub fn send(&mut self, spare: &mut Vec<Vec<u8>>) {
+        let Output::Socket { tx, batch, due } = &mut self.output else { return };
+        if due.is_empty() {
+            return;
         }
         // Lateness is taken when the frames are handed to the kernel: sendmmsg returns only
         // after the receiving host's stack has processed them (veth delivers inline).
         let sent = monotonic_now();
-        for d in out.iter() {
-            late.add(sent.saturating_since(d.at).nanos());
+        for d in due.iter() {
+            self.late.add(sent.saturating_since(d.at).nanos());
         }
-        let failed = self.tx_batch.send(&self.tx, out.iter().map(|d| d.packet.data.as_slice()));
-        for d in out.drain(..) {
-            self.rx.recycle(d.packet.data);
-        }
-        failed
-    }
-
-    /// Writes what the pipeline dropped since last time to the capture, then reuses the buffers.
-    fn capture_drops(&mut self, pipe: &mut Pipeline, drops: &mut Vec<DropRecord>, rt_offset: i64) {
-        let Some(c) = self.capture.as_mut() else { return };
-        pipe.take_drops(drops);
-        for d in drops.drain(..) {
-            c.dropped(&d.packet.data, d.packet.wire_len, d.packet.id, wall_ns(d.at, rt_offset), d.reason.name());
-            self.rx.recycle(d.packet.data);
+        self.tx_error += batch.send(tx, due.iter().map(|d| d.packet.data.as_slice()));
+        self.last_tx_ns = sent.nanos();
+        for d in due.drain(..) {
+            recycle(spare, d.packet.data);
         }
     }
 
-    fn publish(&self, pipe: &Pipeline, counts: &Counts, late: &LatenessHistogram, started_ns: u64) {
+    /// Writes its queue log's new events and its captured drops.
+    pub fn write_logs(&mut self, rt_offset: i64, spare: &mut Vec<Vec<u8>>) -> std::io::Result<()> {
+        if let Some(w) = self.log.as_mut() {
+            self.pipe.take_events(&mut self.events);
+            write_events(w, &self.events)?;
+            self.events.clear();
+        }
+        if let Some(c) = self.capture.as_mut() {
+            self.pipe.take_drops(&mut self.drops);
+            for d in self.drops.drain(..) {
+                c.dropped(&d.packet.data, d.packet.wire_len, d.packet.id, wall_ns(d.at, rt_offset), d.reason.name());
+                recycle(spare, d.packet.data);
+            }
+        }
+        Ok(())
+    }
+
+    pub fn publish(&mut self) {
         let snap = Snapshot {
-            dir: pipe.stats().clone(),
-            queue: pipe.queue_stats().clone(),
-            rx_overrun: counts.rx_overrun,
-            tx_error: counts.tx_error,
-            batch_sleeps: counts.batch_sleeps,
-            late_count: late.count,
-            late_p50_ns: late.quantile_ns(0.5),
-            late_p99_ns: late.quantile_ns(0.99),
-            late_max_ns: late.max_ns,
-            cpu: ThreadCpu::now(started_ns),
+            dir: self.pipe.stats().clone(),
+            queue: self.pipe.queue_stats().clone(),
+            rx_overrun: self.rx_overrun,
+            tx_error: self.tx_error,
+            late: self.late.summary(),
+            late_arrivals: self.late_arrivals,
+            late_arrival_max_ns: self.late_arrival_max_ns,
             capture: self.capture.as_ref().map(Capture::counts),
-            tins: pipe.queue_tins(),
+            tins: self.pipe.queue_tins(),
         };
         *self.shared.lock().unwrap() = snap;
+        self.dirty = false;
+    }
+
+    /// At the end: logs flushed, captures closed, the final figures published.
+    pub fn finish(&mut self, rt_offset: i64) -> std::io::Result<()> {
+        let mut spare = Vec::new();
+        let written = self.write_logs(rt_offset, &mut spare);
+        if let Some(w) = self.log.as_mut() {
+            w.flush()?;
+        }
+        if let Some(c) = self.capture.as_mut() {
+            c.finish();
+        }
+        self.publish();
+        written
+    }
+}
+
+/// Keeps a sent frame's buffer for a frame to come, so the steady state allocates nothing.
+pub fn recycle(spare: &mut Vec<Vec<u8>>, mut buf: Vec<u8>) {
+    if buf.capacity() >= crate::socket::SLOT_BYTES && spare.len() < 4096 {
+        buf.clear();
+        spare.push(buf);
     }
 }
 
 /// A monotonic instant on the wall clock, in ns since the Unix epoch.
-fn wall_ns(t: Instant, rt_offset: i64) -> u64 {
+pub fn wall_ns(t: Instant, rt_offset: i64) -> u64 {
     (t.nanos() as i64 + rt_offset).max(0) as u64
 }
 
@@ -402,5 +275,18 @@ mod tests {
         // A sleep longer than the delay listens: the frame could be due before it ends.
         assert!(listens(200_001, 200_000));
         assert!(!listens(200_000, 200_000));
+    }
+
+    #[test]
+    fn the_histogram_gives_bucket_edges_never_past_the_max() {
+        let mut h = LatenessHistogram::new();
+        for us in 1..=100u64 {
+            h.add(us * 1_000 + 500);
+        }
+        let s = h.summary();
+        assert_eq!((s.count, s.p50_ns, s.p99_ns, s.max_ns), (100, 51_000, 100_000, 100_500));
+        let mut one = LatenessHistogram::new();
+        one.add(1_234);
+        assert_eq!(one.quantile_ns(0.99), 1_234);
     }
 }

@@ -4,4 +4,5 @@
 
 pub mod capture;
 pub mod config;
+pub mod plan;
 pub mod pcapng;

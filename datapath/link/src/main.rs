@@ -1,36 +1,53 @@
-//! bloatlab-link: emulates one or more links between veth ends (docs/datapath.md).
-//! The I/O shell around bloatlab-core: sockets, the clock, threads, signals and reports.
+//! bloatlab-link: emulates the links and switches of a network between veth ends
+//! (docs/datapath.md). The I/O shell around bloatlab-core: sockets, the clock, the workers,
+//! signals and reports.
 
 mod clock;
 mod direction;
+mod handoff;
 mod sched;
+mod sentinel;
 mod socket;
+mod wake;
+mod worker;
 
 use std::fs::File;
 use std::io::BufWriter;
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration as StdDuration;
 
+use bloatlab_core::fabric::{Fabric, SwitchCounts};
 use bloatlab_core::qdisc::TinReport;
 use bloatlab_core::stats::DropCounts;
+use bloatlab_core::Pipeline;
 use serde_json::{json, Value};
 
 use bloatlab_link::capture::{Capture, CaptureCounts, FileCounts};
 use bloatlab_link::config::Config;
-use direction::{Direction, Snapshot};
-use socket::{ifindex, PacketSocket, RxRing};
+use bloatlab_link::plan::{End, Plan};
+use direction::{Dir, LatenessSummary, Output, Snapshot};
+use handoff::Inbox;
+use sentinel::SentinelReport;
+use socket::{ifindex, PacketSocket, RxRing, TxBatch};
+use wake::{Epoll, EventFd};
+use worker::{Ring, Settings, Worker, WorkerReport};
 
 static STOP: AtomicBool = AtomicBool::new(false);
-/// Link threads that have published their final figures. Their sockets close after that, and
-/// a closing packet socket waits for RCU grace periods (20 ms for a ring): the final report
-/// goes out before, so `down` can remove the namespaces while the sockets close.
+/// The stop bell's descriptor, for the signal handler: workers and the main thread sleep on it.
+static STOP_BELL: AtomicI32 = AtomicI32::new(-1);
+/// Workers that have published their final figures. Their sockets close after that, and a
+/// closing packet socket waits for RCU grace periods (20 ms for a ring): the final report goes
+/// out before, so `down` can remove the namespaces while the sockets close.
 static FINISHED: AtomicUsize = AtomicUsize::new(0);
 static RT_GATE: sched::RtGate = sched::RtGate::new();
 
 extern "C" fn on_signal(_: libc::c_int) {
     STOP.store(true, Ordering::Relaxed);
+    let fd = STOP_BELL.load(Ordering::Relaxed);
+    if fd >= 0 {
+        wake::ring_fd(fd);
+    }
 }
 
 fn die(status: i32, msg: impl std::fmt::Display) -> ! {
@@ -78,7 +95,7 @@ fn parse_args() -> Usage {
                 std::process::exit(0);
             }
             "-h" | "--help" => {
-                println!("usage: bloatlab-link --config FILE [--detach]\n       bloatlab-link --timer NS COUNT [--rt]\n       bloatlab-link --describe\n       bloatlab-link --version\n\nEmulates the links FILE describes (JSON, see docs/datapath.md).\n--detach: keep running when the parent exits (for `bloatlab up`).\n--timer: sleep COUNT times for NS nanoseconds as a link thread does (ppoll, 1 ns timer slack) and print how late each woke (JSON: p50, p99, max in ns) and the CPU time each sleep took (cpu_ns): the machine's own timer, the baseline of departure lateness. --rt: sleep real-time, one step above the link threads' default priority (rt_priority: its value, or null where refused).\n--describe: print the disciplines the config takes, with their defaults, and the drop and mark reason codes (JSON).");
+                println!("usage: bloatlab-link --config FILE [--detach]\n       bloatlab-link --timer NS COUNT [--rt]\n       bloatlab-link --describe\n       bloatlab-link --version\n\nEmulates the links and switches FILE describes (JSON, see docs/datapath.md).\n--detach: keep running when the parent exits (for `bloatlab up`).\n--timer: sleep COUNT times for NS nanoseconds as a worker does (ppoll, 1 ns timer slack) and print how late each woke (JSON: p50, p99, max in ns) and the CPU time each sleep took (cpu_ns): the machine's own timer, the baseline of departure lateness. --rt: sleep real-time, one step above the workers' default priority (rt_priority: its value, or null where refused).\n--describe: print the disciplines the config takes, with their defaults, and the drop and mark reason codes (JSON).");
                 std::process::exit(0);
             }
             other => die(2, format!("unknown argument {other:?}; usage: bloatlab-link --config FILE [--detach]")),
@@ -87,12 +104,12 @@ fn parse_args() -> Usage {
     Usage { config: config.unwrap_or_else(|| die(2, "--config FILE is required")), detach }
 }
 
-/// The machine's timer, as a link thread meets it: COUNT sleeps of NS each through ppoll with
+/// The machine's timer, as a worker meets it: COUNT sleeps of NS each through ppoll with
 /// 1 ns of slack, and how long after its due time each one ended. A departure can be no more
 /// punctual than this, so it is the baseline `bloatlab bench machine` and each run judge by.
-/// With `rt`, real-time one step above the link threads' default priority: under load, what
-/// the machine gives a link thread, where a normal thread waits behind the hosts. Above them, so
-/// that a running link thread (SCHED_FIFO does not preempt its own level) does not count as the
+/// With `rt`, real-time one step above the workers' default priority: under load, what
+/// the machine gives a worker, where a normal thread waits behind the hosts. Above them, so
+/// that a running worker (SCHED_FIFO does not preempt its own level) does not count as the
 /// machine's.
 fn timer_overshoot(ns: u64, count: u64, rt: bool) -> Value {
     unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1) };
@@ -109,7 +126,7 @@ fn timer_overshoot(ns: u64, count: u64, rt: bool) -> Value {
         late.push((clock::monotonic_now().nanos() - t0).saturating_sub(ns));
     }
     // What a sleep costs the sleeper: entering and leaving it (on a VM, exits to the hypervisor
-    // to arm the timer). A link thread waiting less than this between departures spends less
+    // to arm the timer). A worker waiting less than this between departures spends less
     // by spinning.
     let cpu_ns = (clock::read(libc::CLOCK_THREAD_CPUTIME_ID) - cpu0) / count;
     late.sort_unstable();
@@ -141,7 +158,11 @@ fn capture_json(c: &CaptureCounts) -> Value {
     json!({"departures": file(&c.departures), "drops": file(&c.drops), "error": c.error})
 }
 
-fn snapshot_json(s: &Snapshot) -> Value {
+fn lateness_json(l: &LatenessSummary) -> Value {
+    json!({"count": l.count, "p50": l.p50_ns, "p99": l.p99_ns, "max": l.max_ns})
+}
+
+fn snapshot_json(s: &Snapshot, worker: usize) -> Value {
     let q = &s.queue;
     let mut v = json!({
         "arrivals": s.dir.arrivals, "departures": s.dir.departures,
@@ -154,9 +175,9 @@ fn snapshot_json(s: &Snapshot) -> Value {
         // Only the codepoints seen, by number ("46": EF).
         "departures_by_dscp": s.dir.departures_by_dscp.iter().enumerate().filter(|(_, &n)| n > 0)
             .map(|(c, &n)| (c.to_string(), json!(n))).collect::<serde_json::Map<_, _>>(),
-        "depart_error_ns": {"count": s.late_count, "p50": s.late_p50_ns, "p99": s.late_p99_ns, "max": s.late_max_ns},
-        "batch_sleeps": s.batch_sleeps,
-        "cpu": {"user_ns": s.cpu.user_ns, "kernel_ns": s.cpu.kernel_ns, "wall_ns": s.cpu.wall_ns},
+        "depart_error_ns": lateness_json(&s.late),
+        "late_arrivals": {"count": s.late_arrivals, "max_ns": s.late_arrival_max_ns},
+        "worker": worker,
     });
     if let Some(c) = &s.capture {
         v["capture"] = capture_json(c);
@@ -180,26 +201,77 @@ fn tin_json(t: &TinReport) -> Value {
            "bulk_flows": s.bulk_flows, "unresponsive_flows": s.unresponsive_flows, "max_len": s.max_len})
 }
 
-/// Writes the stats file atomically (temp file + rename), so readers never see half of it.
 /// The process's own scheduling, for the stats file: the PM QoS request and the batching.
 fn sched_state(latency: &sched::CpuLatency, pressure: &sched::CpuPressure) -> Value {
     let (bound_us, held) = latency.state();
     json!({"cpu_latency": {"bound_us": bound_us, "held": held}, "batching": pressure.state()})
 }
 
-fn write_stats(path: &Path, links: &[(String, Arc<Mutex<Snapshot>>, Arc<Mutex<Snapshot>>)], running: bool, rt_offset: i64, sched: Value) -> std::io::Result<()> {
-    let mut lj = serde_json::Map::new();
-    for (name, f, r) in links {
-        let (f, r) = (f.lock().unwrap().clone(), r.lock().unwrap().clone());
-        lj.insert(name.clone(), json!({"forward": snapshot_json(&f), "reverse": snapshot_json(&r)}));
+/// A direction's snapshot, and the index of its worker.
+type DirReport = (Arc<Mutex<Snapshot>>, usize);
+/// A worker's name, thread id, directions, and report.
+type WorkerEntry = (String, i32, Vec<String>, Arc<Mutex<WorkerReport>>);
+
+/// Everything the stats file reports, shared with the threads that fill it in.
+struct Reports {
+    /// Per link: its name and its two directions'.
+    links: Vec<(String, [DirReport; 2])>,
+    workers: Vec<WorkerEntry>,
+    switch_names: Vec<String>,
+    sentinel: Option<Arc<Mutex<SentinelReport>>>,
+    started_ns: u64,
+}
+
+impl Reports {
+    fn json(&self, running: bool, rt_offset: i64, sched: Value) -> Value {
+        let mut lj = serde_json::Map::new();
+        for (name, [(f, fw), (r, rw)]) in &self.links {
+            let (f, r) = (f.lock().unwrap().clone(), r.lock().unwrap().clone());
+            lj.insert(name.clone(), json!({"forward": snapshot_json(&f, *fw), "reverse": snapshot_json(&r, *rw)}));
+        }
+        let wall_ns = clock::monotonic_now().nanos() - self.started_ns;
+        let mut switches = vec![SwitchCounts::default(); self.switch_names.len()];
+        let workers: Vec<Value> = self
+            .workers
+            .iter()
+            .map(|(name, tid, dirs, report)| {
+                let w = report.lock().unwrap().clone();
+                for (total, c) in switches.iter_mut().zip(&w.switches) {
+                    total.merge(c);
+                }
+                json!({"name": name, "tid": tid, "directions": dirs,
+                       "cpu": {"user_ns": w.cpu.user_ns, "kernel_ns": w.cpu.kernel_ns, "wall_ns": wall_ns},
+                       "wakeups_late_ns": lateness_json(&w.wakeups), "batch_sleeps": w.batch_sleeps,
+                       "handed_on": w.handed_on, "handoffs_lost": w.handoffs_lost})
+            })
+            .collect();
+        let switches: serde_json::Map<String, Value> = self
+            .switch_names
+            .iter()
+            .zip(&switches)
+            .map(|(name, c)| (name.clone(), json!({"forwarded": c.forwarded, "flooded": c.flooded, "filtered": c.filtered, "blocked": c.blocked})))
+            .collect();
+        let sentinel = self.sentinel.as_ref().map_or(Value::Null, |s| {
+            let s = *s.lock().unwrap();
+            json!({"late_ns": lateness_json(&s.late), "sleep_p50_ns": s.sleep_p50_ns, "cpu_ns": s.cpu_ns, "rt_priority": s.rt_priority})
+        });
+        json!({"pid": std::process::id(), "running": running, "clock": "monotonic",
+               "realtime_offset_ns": rt_offset,
+               "cpu_latency": sched["cpu_latency"], "batching": sched["batching"],
+               "workers": workers, "sentinel": sentinel, "switches": switches, "links": lj})
     }
-    let doc = json!({"pid": std::process::id(), "running": running, "clock": "monotonic",
-                     "realtime_offset_ns": rt_offset,
-                     "cpu_latency": sched["cpu_latency"], "batching": sched["batching"], "links": lj});
+}
+
+/// Writes the stats file atomically (temp file + rename), so readers never see half of it.
+fn write_stats(path: &Path, doc: &Value) -> std::io::Result<()> {
     let tmp = path.with_extension("tmp");
-    std::fs::write(&tmp, serde_json::to_vec_pretty(&doc).unwrap())?;
+    std::fs::write(&tmp, serde_json::to_vec_pretty(doc).unwrap())?;
     std::fs::rename(&tmp, path)
 }
+
+/// How often the main thread reports, reviews the workers' scheduling and the CPU pressure,
+/// while frames flow (with none it sleeps until they come back, or a stop).
+const REPORT_EVERY_NS: u64 = 200_000_000;
 
 fn main() {
     let usage = parse_args();
@@ -213,10 +285,16 @@ fn main() {
         }
         // Default slack is 50 us: far too coarse for departure times. Threads inherit it.
         libc::prctl(libc::PR_SET_TIMERSLACK, 1);
+    }
+    let stop_bell = EventFd::new().unwrap_or_else(|e| die(1, format!("eventfd: {e}")));
+    STOP_BELL.store(stop_bell.fd(), Ordering::Relaxed);
+    unsafe {
         libc::signal(libc::SIGTERM, on_signal as *const () as libc::sighandler_t);
         libc::signal(libc::SIGINT, on_signal as *const () as libc::sighandler_t);
     }
     let cfg = Config::load(&usage.config).unwrap_or_else(|e| die(2, e));
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let plan = Plan::new(&cfg, cores).unwrap_or_else(|e| die(2, e));
     if let Some(ns) = &cfg.netns {
         enter_netns(ns).unwrap_or_else(|e| die(2, format!("netns: cannot enter {ns}: {e}")));
     }
@@ -225,104 +303,184 @@ fn main() {
     }
 
     // Open everything before the first report, so "stats file exists" means "ready".
-    let ends: Vec<(u32, u32)> = cfg
-        .links
-        .iter()
-        .enumerate()
-        .map(|(i, l)| {
-            let a = ifindex(&l.a_iface).unwrap_or_else(|e| die(2, format!("links[{i}].a_iface: {e}")));
-            let b = ifindex(&l.b_iface).unwrap_or_else(|e| die(2, format!("links[{i}].b_iface: {e}")));
-            (a, b)
+    let iface_index = |d: usize, end: &End, field: &str| -> Option<u32> {
+        let End::Iface(name) = end else { return None };
+        let link = plan.dirs[d].link;
+        Some(ifindex(name).unwrap_or_else(|e| die(2, format!("links[{link}].{field}: {e}"))))
+    };
+    let side = |d: usize, input: bool| if (plan.dirs[d].which == "forward") == input { "a_iface" } else { "b_iface" };
+    let inputs: Vec<Option<u32>> = plan.dirs.iter().map(|d| iface_index(d.id, &d.input, side(d.id, true))).collect();
+    let outputs: Vec<Option<u32>> = plan.dirs.iter().map(|d| iface_index(d.id, &d.output, side(d.id, false))).collect();
+    // The rings side by side: the kernel allocates and clears each one's 16 MiB, 15-20 ms apiece.
+    let ring_sizes: Vec<usize> = plan.dirs.iter().map(|d| {
+        let l = &cfg.links[d.link];
+        socket::ring_blocks(if d.which == "forward" { &l.forward } else { &l.reverse }.ring_rate_bps())
+    }).collect();
+    let mut rings: Vec<Option<std::io::Result<RxRing>>> = std::thread::scope(|s| {
+        let opening: Vec<_> = inputs.iter().zip(&ring_sizes).map(|(src, &blocks)| src.map(|i| s.spawn(move || RxRing::open(i, blocks)))).collect();
+        opening.into_iter().map(|h| h.map(|h| h.join().expect("opening a ring"))).collect()
+    });
+
+    let fabric = Arc::new(Fabric::new(plan.switch_ports.clone()));
+    let mut place = vec![(0, 0); plan.dirs.len()];
+    let mut counts = vec![0; plan.workers];
+    for d in &plan.dirs {
+        place[d.id] = (d.worker, counts[d.worker]);
+        counts[d.worker] += 1;
+    }
+    let place = Arc::new(place);
+    let inboxes: Arc<Vec<Inbox>> = Arc::new((0..plan.workers).map(|_| Inbox::new().unwrap_or_else(|e| die(1, format!("eventfd: {e}")))).collect());
+    let settings = Settings {
+        spin_ns: cfg.spin_ns,
+        max_lead_ns: cfg.max_lead_ns,
+        lead_quantile: cfg.lead_quantile,
+        spin_share: cfg.spin_share,
+        rt_priority: cfg.rt_priority,
+        batching: cfg.batching,
+    };
+    let mut workers: Vec<Worker> = (0..plan.workers)
+        .map(|id| Worker {
+            id,
+            dirs: Vec::new(),
+            rings: Vec::new(),
+            fabric: fabric.clone(),
+            place: place.clone(),
+            inboxes: inboxes.clone(),
+            report: Arc::new(Mutex::new(WorkerReport::default())),
+            settings,
+            stop_bell: stop_bell.fd(),
         })
         .collect();
-    // The rings side by side: the kernel allocates and clears each one's 16 MiB, 15-20 ms apiece.
-    let mut rings = std::thread::scope(|s| {
-        let opening: Vec<_> = ends.iter().flat_map(|&(a, b)| [a, b]).map(|src| s.spawn(move || RxRing::open(src))).collect();
-        opening.into_iter().map(|h| h.join().expect("opening a ring")).collect::<Vec<_>>()
-    })
-    .into_iter();
-    let mut directions = Vec::new();
-    let mut shared = Vec::new();
-    for (i, (l, &(a, b))) in cfg.links.iter().zip(&ends).enumerate() {
-        let mut pair = Vec::new();
-        // Each direction reads the ring of its sender's end, opened above in this order.
-        for (which, dst, dj) in [("forward", b, &l.forward), ("reverse", a, &l.reverse)] {
-            let fail = |e: std::io::Error| -> ! { die(1, format!("links[{i}].{which}: {e}")) };
-            let log = cfg.log_dir.as_ref().filter(|_| dj.qlog).map(|d| {
-                let p = d.join(format!("{}.{which}.qlog", l.name));
-                BufWriter::with_capacity(1 << 20, File::create(&p).unwrap_or_else(|e| die(1, format!("{}: {e}", p.display()))))
-            });
-            let capture = dj.capture.as_ref().map(|c| {
-                Capture::open(c, &format!("{}.{which}", l.name)).unwrap_or_else(|e| die(2, format!("links[{i}].{which}.{e}")))
-            });
-            let snap = Arc::new(Mutex::new(Snapshot::default()));
-            pair.push(snap.clone());
-            directions.push((
-                format!("{}.{which}", l.name),
-                Direction { cfg: dj.resolve().unwrap(), rx: rings.next().expect("a ring per direction").unwrap_or_else(|e| fail(e)), tx: PacketSocket::open(dst).unwrap_or_else(|e| fail(e)), tx_batch: Default::default(), log, capture, shared: snap, spin_ns: cfg.spin_ns, rt_priority: cfg.rt_priority, batching: cfg.batching },
-            ));
+    let mut snapshots = Vec::new();
+    let now = clock::monotonic_now();
+    for d in &plan.dirs {
+        let (l, which) = (&cfg.links[d.link], d.which);
+        let dj = if which == "forward" { &l.forward } else { &l.reverse };
+        let name = d.name(&cfg);
+        let fail = |e: std::io::Error| -> ! { die(1, format!("links[{}].{which}: {e}", d.link)) };
+        let log = cfg.log_dir.as_ref().filter(|_| dj.qlog).map(|dir| {
+            let p = dir.join(format!("{name}.qlog"));
+            BufWriter::with_capacity(1 << 20, File::create(&p).unwrap_or_else(|e| die(1, format!("{}: {e}", p.display()))))
+        });
+        let capture = dj.capture.as_ref().map(|c| Capture::open(c, &name).unwrap_or_else(|e| die(2, format!("links[{}].{which}.{e}", d.link))));
+        let output = match (&d.output, outputs[d.id]) {
+            (_, Some(i)) => Output::Socket { tx: PacketSocket::open(i).unwrap_or_else(|e| fail(e)), batch: TxBatch::default(), due: Vec::new() },
+            (End::Port { switch, port }, None) => Output::Switch { switch: *switch, port: *port },
+            (End::Iface(_), None) => unreachable!("every interface has an index"),
+        };
+        let mut pipe = Pipeline::new(&dj.resolve().unwrap_or_else(|e| die(2, format!("links[{}].{which}.{e}", d.link))), now);
+        pipe.record_events(log.is_some());
+        pipe.record_drops(capture.is_some());
+        let snap = Arc::new(Mutex::new(Snapshot::default()));
+        snapshots.push(snap.clone());
+        let w = &mut workers[d.worker];
+        let mut dir = Dir::new(name, pipe, output, log, capture, snap);
+        if let Some(ring) = rings[d.id].take() {
+            dir.ring = Some(w.rings.len());
+            w.rings.push(Ring::new(ring.unwrap_or_else(|e| fail(e)), w.dirs.len()));
         }
-        shared.push((l.name.clone(), pair[0].clone(), pair[1].clone()));
+        w.dirs.push(dir);
     }
+    let reports = Reports {
+        links: cfg.links.iter().enumerate().map(|(i, l)| (l.name.clone(), [(snapshots[2 * i].clone(), plan.dirs[2 * i].worker), (snapshots[2 * i + 1].clone(), plan.dirs[2 * i + 1].worker)])).collect(),
+        workers: Vec::new(),
+        switch_names: plan.switch_names.clone(),
+        sentinel: cfg.sentinel.then(|| Arc::new(Mutex::new(SentinelReport::default()))),
+        started_ns: now.nanos(),
+    };
 
     let rt_offset = clock::realtime_offset_ns();
     let stats_path = cfg.stats_path.clone();
-    // The first report is the readiness signal: failing it is a config error.
     let mut latency = sched::CpuLatency::open(cfg.cpu_latency_us);
     let mut pressure = sched::CpuPressure::new(cfg.batching);
-    write_stats(&stats_path, &shared, true, rt_offset, sched_state(&latency, &pressure)).unwrap_or_else(|e| die(2, format!("stats_path: {}: {e}", stats_path.display())));
+    let activity = EventFd::new().unwrap_or_else(|e| die(1, format!("eventfd: {e}")));
+    sched::ACTIVITY_BELL.store(activity.fd(), Ordering::Relaxed);
+    let sentinel_bell = Arc::new(EventFd::new().unwrap_or_else(|e| die(1, format!("eventfd: {e}"))));
 
-    let handles: Vec<_> = directions
-        .into_iter()
-        .map(|(name, d)| {
-            std::thread::Builder::new()
-                .name(name.clone())
-                .spawn(move || {
-                    let mut d = d;
-                    let r = d.run(&STOP, &RT_GATE);
-                    if let Err(e) = &r {
-                        eprintln!("bloatlab-link: {name}: {e}");
-                        STOP.store(true, Ordering::Relaxed);
-                    }
-                    // Its files whole (run returns early on an error), then its sockets after
-                    // the final report can go out.
-                    drop((d.log.take(), d.capture.take()));
-                    FINISHED.fetch_add(1, Ordering::Release);
-                    drop(d);
-                    r.is_ok()
-                })
-                .unwrap()
-        })
-        .collect();
+    let mut reports = reports;
+    let mut handles = Vec::new();
+    let (tids_tx, tids_rx) = std::sync::mpsc::channel();
+    for (id, mut w) in workers.into_iter().enumerate() {
+        let names: Vec<String> = w.dirs.iter().map(|d| d.name.clone()).collect();
+        reports.workers.push((format!("worker{id}"), 0, names, w.report.clone()));
+        let tids_tx = tids_tx.clone();
+        let h = std::thread::Builder::new()
+            .name(format!("worker{id}"))
+            .spawn(move || {
+                tids_tx.send((id, unsafe { libc::gettid() })).ok();
+                drop(tids_tx);
+                let r = w.run(&STOP, &RT_GATE);
+                if let Err(e) = &r {
+                    eprintln!("bloatlab-link: worker{id}: {e}");
+                    STOP.store(true, Ordering::Relaxed);
+                    wake::ring_fd(STOP_BELL.load(Ordering::Relaxed));
+                }
+                FINISHED.fetch_add(1, Ordering::Release);
+                // Its sockets close after the final report can go out.
+                w.close();
+                r.is_ok()
+            })
+            .unwrap();
+        handles.push(h);
+    }
+    drop(tids_tx);
+    for (id, tid) in tids_rx.iter().take(plan.workers) {
+        reports.workers[id].1 = tid;
+    }
+    // The first report is the readiness signal: failing it is a config error.
+    write_stats(&stats_path, &reports.json(true, rt_offset, sched_state(&latency, &pressure)))
+        .unwrap_or_else(|e| die(2, format!("stats_path: {}: {e}", stats_path.display())));
+    let sentinel = reports.sentinel.clone().map(|out| {
+        let (bell, stop_fd, prio) = (sentinel_bell.clone(), stop_bell.fd(), cfg.rt_priority);
+        std::thread::Builder::new()
+            .name("sentinel".into())
+            .spawn(move || sentinel::run(&STOP, &bell, stop_fd, prio, out))
+            .unwrap()
+    });
 
     let mut reported = false;
     let mut report = |running: bool, sched: Value| {
-        if let Err(e) = write_stats(&stats_path, &shared, running, rt_offset, sched) {
+        if let Err(e) = write_stats(&stats_path, &reports.json(running, rt_offset, sched)) {
             if !std::mem::replace(&mut reported, true) {
                 eprintln!("bloatlab-link: cannot write {}: {e}", stats_path.display());
             }
         }
     };
+    let mut bells = Epoll::new().unwrap_or_else(|e| die(1, format!("epoll: {e}")));
+    bells.add(stop_bell.fd(), 0).and(bells.add(activity.fd(), 1)).unwrap_or_else(|e| die(1, format!("epoll: {e}")));
     let mut cpu = sched::CpuShare::new();
+    let mut flowing = false;
     while !STOP.load(Ordering::Relaxed) {
-        // Short enough that the first frames after an idle spell soon get fast wake-ups; a stop
-        // is seen within 10 ms (`down` waits for it).
-        for tick in 1..=20 {
-            std::thread::sleep(StdDuration::from_millis(10));
-            if STOP.load(Ordering::Relaxed) {
-                break;
-            }
-            if tick % 5 == 0 {
-                latency.update(clock::monotonic_now().nanos());
+        if !flowing {
+            sched::BATCHING.store(false, Ordering::Relaxed);
+            sched::IDLE.store(true, Ordering::SeqCst);
+            if sched::frames_flow(clock::monotonic_now().nanos(), sched::LAST_ARRIVAL_NS.load(Ordering::SeqCst)) {
+                sched::IDLE.store(false, Ordering::Relaxed);
+                flowing = true;
             }
         }
+        // While frames flow, a report every period; with none, nothing until they come back.
+        bells.wait(flowing.then_some(REPORT_EVERY_NS), |_| {});
+        activity.clear();
+        if STOP.load(Ordering::Relaxed) {
+            break;
+        }
+        let now = clock::monotonic_now().nanos();
+        latency.update(now);
         cpu.review(&RT_GATE);
         pressure.review();
         report(true, sched_state(&latency, &pressure));
+        flowing = sched::frames_flow(now, sched::LAST_ARRIVAL_NS.load(Ordering::Relaxed)) || latency.state().1;
+        if flowing && sentinel::WAITING.load(Ordering::SeqCst) {
+            sentinel_bell.ring();
+        }
     }
-    // (A thread that panicked never counts: then wait for all of them to end.)
+    // (A worker that panicked never counts: then wait for all of them to end.)
     while FINISHED.load(Ordering::Acquire) < handles.len() && handles.iter().any(|h| !h.is_finished()) {
-        std::thread::sleep(StdDuration::from_millis(1));
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+    if let Some(h) = sentinel {
+        h.join().ok();
     }
     report(false, sched_state(&latency, &pressure));
     let ok = handles.into_iter().map(|h| h.join().unwrap_or(false)).fold(true, |a, b| a && b);

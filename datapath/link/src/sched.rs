@@ -1,4 +1,4 @@
-//! How the link threads are scheduled: real-time, within a share of the machine.
+//! How the workers are scheduled: real-time, within a share of the machine.
 //!
 //! A link stands for hardware, which does not wait for the hosts' processes. At normal
 //! priority a thread woken for a departure waits behind whatever else is runnable on its
@@ -15,7 +15,7 @@
 
 use std::fs::File;
 use std::io::Write;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering};
 
 use bloatlab_link::config::Batching;
 
@@ -28,7 +28,7 @@ pub fn within_share(cpu_ns: u64, wall_ns: u64, cores: usize) -> bool {
     (cpu_ns as f64) <= cap * wall_ns as f64
 }
 
-/// Set by the main thread, read by the link threads on every turn of their loops.
+/// Set by the main thread, read by the workers on every turn of their loops.
 pub struct RtGate {
     allowed: AtomicBool,
 }
@@ -62,14 +62,14 @@ impl CpuShare {
         if gate.allowed.swap(ok, Ordering::Relaxed) && !ok && !self.noted {
             // Once: at a saturated link the gate may close and open every period.
             let used = (cpu - self.last_cpu_ns) as f64 / (wall - self.last_wall_ns).max(1) as f64;
-            eprintln!("bloatlab-link: note: the datapath used {used:.2} of {} cores; link threads at normal priority until it uses less", self.cores);
+            eprintln!("bloatlab-link: note: the datapath used {used:.2} of {} cores; workers at normal priority until it uses less", self.cores);
             self.noted = true;
         }
         (self.last_cpu_ns, self.last_wall_ns) = (cpu, wall);
     }
 }
 
-/// One link thread's scheduling: SCHED_FIFO at `rt_priority` while the gate allows and the
+/// One worker's scheduling: SCHED_FIFO at `rt_priority` while the gate allows and the
 /// thread left its core some time in the last period; else normal, at BUSY_NICE while frames
 /// wait in its ring.
 pub struct ThreadPriority {
@@ -144,10 +144,10 @@ impl ThreadPriority {
     }
 }
 
-/// Set by the main thread (CpuPressure) while the link threads batch their departures.
+/// Set by the main thread (CpuPressure) while the workers batch their departures.
 pub static BATCHING: AtomicBool = AtomicBool::new(false);
 
-/// Whether the link threads should batch departures, judged every report period by the
+/// Whether the workers should batch departures, judged every report period by the
 /// machine's CPU pressure: the share of the period in which some runnable task waited for a
 /// CPU (PSI's "some", /proc/pressure/cpu).
 ///
@@ -157,7 +157,7 @@ pub static BATCHING: AtomicBool = AtomicBool::new(false);
 /// (p99 1.1-2.3 ms at 1 Gbit/s + 10 ms). Batching (past a small spin share, a sleep of at
 /// least `sleep_ns`, deaf, then all that fell due at once) gave back a third of a core (UDP
 /// at 1.5 Gbit/s: 64-74%; p99 0.17-0.26 ms), but where the hosts had CPU to spare it only
-/// made departures later (docs/datapath.md, "Timing"). So the threads batch while tasks wait:
+/// made departures later (docs/datapath.md, "Timing"). So the workers batch while tasks wait:
 /// the pressure was 0.39-0.57 with the links spinning at 1 Gbit/s, 0.34-0.39 under TCP and
 /// 0.15-0.19 under UDP at 500 Mbit/s. Batching itself lowers the pressure (to 0.31-0.41 at
 /// 1 Gbit/s), so it stops only below a lower share, or the threads would swing between the
@@ -192,7 +192,7 @@ impl CpuPressure {
         CpuPressure { batching, last, share: None, reviews: 0, batched: 0 }
     }
 
-    /// Judges the period since the last review, and tells the link threads.
+    /// Judges the period since the last review, and tells the workers.
     pub fn review(&mut self) {
         let (Some(b), Some((last_us, last_ns))) = (self.batching, self.last) else { return };
         // The period just ended, as the threads ran it.
@@ -223,8 +223,28 @@ impl CpuPressure {
     }
 }
 
-/// When a link thread last took a frame from its ring (CLOCK_MONOTONIC ns), for CpuLatency.
+/// When a worker last took a frame from a ring (CLOCK_MONOTONIC ns), for CpuLatency, the main
+/// thread's reports and the sentinel.
 pub static LAST_ARRIVAL_NS: AtomicU64 = AtomicU64::new(0);
+
+/// Set by the main thread when it sleeps for want of frames; the first worker to take a frame
+/// then rings ACTIVITY_BELL, so that reports and the CPU latency request resume at once.
+pub static IDLE: AtomicBool = AtomicBool::new(false);
+pub static ACTIVITY_BELL: AtomicI32 = AtomicI32::new(-1);
+
+/// A worker took frames at `now_ns`.
+pub fn mark_arrival(now_ns: u64) {
+    // SeqCst with the main thread's store of IDLE and its read of the time: either it sees
+    // this arrival before it sleeps, or this sees it idle and rings.
+    LAST_ARRIVAL_NS.store(now_ns, Ordering::SeqCst);
+    if IDLE.load(Ordering::SeqCst) && IDLE.swap(false, Ordering::SeqCst) {
+        crate::wake::ring_fd(ACTIVITY_BELL.load(Ordering::Relaxed));
+    }
+}
+
+/// The length of the timed sleep a worker last began (0: a sleep until a frame comes), which
+/// the sentinel copies.
+pub static LAST_SLEEP_NS: AtomicU64 = AtomicU64::new(0);
 
 /// Asks the kernel (PM QoS, /dev/cpu_dma_latency) for idle CPUs that wake within a bound
 /// while frames flow. A halted vCPU takes tens of microseconds to run a woken thread again,
@@ -247,7 +267,7 @@ const QOS_HOLD_NS: u64 = 1_000_000_000;
 const QOS_NONE_US: i32 = 2_000_000_000;
 
 /// Whether a frame taken at `last_arrival_ns` (0: none yet) is recent enough at `now_ns`.
-fn frames_flow(now_ns: u64, last_arrival_ns: u64) -> bool {
+pub fn frames_flow(now_ns: u64, last_arrival_ns: u64) -> bool {
     last_arrival_ns != 0 && now_ns.saturating_sub(last_arrival_ns) < QOS_HOLD_NS
 }
 

@@ -86,17 +86,6 @@ impl PacketSocket {
         msg.msg_iovlen = 1;
         unsafe { libc::sendmsg(self.fd(), &msg, libc::MSG_DONTWAIT) };
     }
-
-    /// Waits until a frame is readable or `timeout_ns` passes (None: until a frame); with
-    /// `listen` false, for the timeout alone, off the socket's wait queue (as `--timer`
-    /// sleeps). Returns whether it ended early: a frame, or a signal.
-    pub fn wait(&self, timeout_ns: Option<u64>, listen: bool) -> bool {
-        let mut pfd = libc::pollfd { fd: self.fd(), events: libc::POLLIN, revents: 0 };
-        let (fds, nfds) = if listen { (&mut pfd as *mut libc::pollfd, 1) } else { (std::ptr::null_mut(), 0) };
-        let ts = timeout_ns.map(|ns| libc::timespec { tv_sec: (ns / 1_000_000_000) as i64, tv_nsec: (ns % 1_000_000_000) as i64 });
-        let tp = ts.as_ref().map_or(std::ptr::null(), |t| t as *const libc::timespec);
-        unsafe { libc::ppoll(fds, nfds, tp, std::ptr::null()) != 0 }
-    }
 }
 
 /// Receives through a TPACKET_V2 memory-mapped ring: the kernel copies each frame into the
@@ -108,7 +97,6 @@ pub struct RxRing {
     map_len: usize,
     frames: usize,
     next: usize,
-    spare: Vec<Vec<u8>>,
 }
 
 // The mapping belongs to this ring alone; one thread uses it at a time.
@@ -117,12 +105,27 @@ unsafe impl Send for RxRing {}
 const TPACKET_V2: libc::c_int = 1;
 const RING_FRAME_BYTES: usize = 2048;
 const RING_BLOCK_BYTES: usize = 1 << 16;
-/// 8192 frames: 50 ms of full-size frames at 2 Gbit/s, the longest a link thread demoted to
+/// At most 8192 frames: 50 ms of full-size frames at 2 Gbit/s, the longest a worker demoted to
 /// normal priority was seen starved (sched.rs) at the rate a slow start sends into a 1 Gbit/s
 /// link. 2048 bounded the queue an overloaded datapath hides in its ring (pings at
 /// unlimited rate waited 5-22 ms rather than 10-44) but overran at 1 Gbit/s + 10 ms (256
 /// frames in one of nine runs); the run reports that lag instead (runner's lag warnings).
-const RING_BLOCKS: usize = 256;
+const MAX_RING_BLOCKS: usize = 256;
+/// At least 1024 frames (2 MiB): a host hands its veth a whole congestion window at once,
+/// whatever the link's rate, and the ring takes it before the link's queue does.
+const MIN_RING_BLOCKS: usize = 32;
+/// How long a ring must hold what arrives while its worker does not read.
+const RING_HOLDS_NS: u64 = 50_000_000;
+
+/// The ring for a link direction of `rate_bps` (None: unlimited or a trace): what a slow start
+/// sends at twice that rate in RING_HOLDS_NS, between MIN and MAX_RING_BLOCKS. A network of a
+/// hundred hosts then asks the kernel for 200 MiB of rings rather than 1.6 GiB, and brings them
+/// up in a tenth of the time (each is allocated and cleared as the ring is set up).
+pub fn ring_blocks(rate_bps: Option<u64>) -> usize {
+    let Some(bps) = rate_bps else { return MAX_RING_BLOCKS };
+    let frames = (2 * bps as u128 * RING_HOLDS_NS as u128 / 1_000_000_000 / (1514 * 8)) as usize;
+    frames.div_ceil(RING_BLOCK_BYTES / RING_FRAME_BYTES).clamp(MIN_RING_BLOCKS, MAX_RING_BLOCKS)
+}
 
 #[repr(C)]
 struct Tpacket2Hdr {
@@ -147,8 +150,9 @@ struct TpacketReq {
 }
 
 impl RxRing {
-    /// A ring taking every frame that arrives at `ifindex` (not those sent out of it).
-    pub fn open(ifindex: u32) -> io::Result<Self> {
+    /// A ring of `blocks` (ring_blocks) taking every frame that arrives at `ifindex` (not those
+    /// sent out of it).
+    pub fn open(ifindex: u32, blocks: usize) -> io::Result<Self> {
         let raw = check(unsafe { libc::socket(libc::AF_PACKET, libc::SOCK_RAW | libc::SOCK_CLOEXEC, 0) }, "socket(AF_PACKET)")?;
         let sock = PacketSocket { fd: unsafe { OwnedFd::from_raw_fd(raw) } };
         setopt(raw, libc::SOL_PACKET, libc::PACKET_VERSION, TPACKET_V2, "PACKET_VERSION")?;
@@ -158,10 +162,10 @@ impl RxRing {
         // does so anyway while any socket on the machine (ping's, say) asks for stamps, so
         // arrival times no longer depend on what else runs.
         setopt(raw, libc::SOL_SOCKET, libc::SO_TIMESTAMPNS, 1, "SO_TIMESTAMPNS")?;
-        let frames = RING_BLOCK_BYTES / RING_FRAME_BYTES * RING_BLOCKS;
+        let frames = RING_BLOCK_BYTES / RING_FRAME_BYTES * blocks;
         let req = TpacketReq {
             tp_block_size: RING_BLOCK_BYTES as u32,
-            tp_block_nr: RING_BLOCKS as u32,
+            tp_block_nr: blocks as u32,
             tp_frame_size: RING_FRAME_BYTES as u32,
             tp_frame_nr: frames as u32,
         };
@@ -169,7 +173,7 @@ impl RxRing {
             libc::setsockopt(raw, libc::SOL_PACKET, libc::PACKET_RX_RING, &req as *const _ as *const libc::c_void, std::mem::size_of::<TpacketReq>() as u32)
         };
         check(r, "PACKET_RX_RING")?;
-        let map_len = RING_BLOCK_BYTES * RING_BLOCKS;
+        let map_len = RING_BLOCK_BYTES * blocks;
         let map = unsafe { libc::mmap(std::ptr::null_mut(), map_len, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_SHARED, raw, 0) };
         if map == libc::MAP_FAILED {
             return Err(io::Error::new(io::ErrorKind::Other, format!("mmap of the rx ring: {}", io::Error::last_os_error())));
@@ -179,7 +183,7 @@ impl RxRing {
         sll.sll_family = libc::AF_PACKET as u16;
         sll.sll_protocol = ETH_P_ALL.to_be();
         sll.sll_ifindex = ifindex as i32;
-        let ring = RxRing { sock, map: map as *mut u8, map_len, frames, next: 0, spare: Vec::new() };
+        let ring = RxRing { sock, map: map as *mut u8, map_len, frames, next: 0 };
         let r = unsafe { libc::bind(raw, &sll as *const _ as *const libc::sockaddr, std::mem::size_of::<libc::sockaddr_ll>() as u32) };
         check(r, "bind(AF_PACKET)")?;
         Ok(ring)
@@ -187,14 +191,6 @@ impl RxRing {
 
     pub fn socket(&self) -> &PacketSocket {
         &self.sock
-    }
-
-    /// Gives a sent frame's buffer back for reuse, so the steady state allocates nothing.
-    pub fn recycle(&mut self, mut buf: Vec<u8>) {
-        if buf.capacity() >= SLOT_BYTES && self.spare.len() < 4096 {
-            buf.clear();
-            self.spare.push(buf);
-        }
     }
 
     /// The kernel's receive time (CLOCK_REALTIME ns, 0 if none) of the next frame waiting in
@@ -210,8 +206,9 @@ impl RxRing {
 
     /// Takes up to `max` frames from the ring, in arrival order, each with the kernel's
     /// receive time (CLOCK_REALTIME ns, 0 if none). A frame longer than a ring slot comes
-    /// padded to its true length, so the core can count it as oversize.
-    pub fn recv(&mut self, max: usize, mut each: impl FnMut(Vec<u8>, u64)) -> usize {
+    /// padded to its true length, so the core can count it as oversize. Buffers come from
+    /// `spare` (sent frames' buffers) while it has any.
+    pub fn recv(&mut self, max: usize, spare: &mut Vec<Vec<u8>>, mut each: impl FnMut(Vec<u8>, u64)) -> usize {
         let mut n = 0;
         while n < max {
             let hdr = unsafe { self.map.add(self.next * RING_FRAME_BYTES) } as *mut Tpacket2Hdr;
@@ -221,7 +218,7 @@ impl RxRing {
             }
             let (len, snap, mac) = unsafe { ((*hdr).tp_len as usize, (*hdr).tp_snaplen as usize, (*hdr).tp_mac as usize) };
             let stamp_ns = unsafe { (*hdr).tp_sec as u64 * 1_000_000_000 + (*hdr).tp_nsec as u64 };
-            let mut frame = self.spare.pop().unwrap_or_else(|| Vec::with_capacity(SLOT_BYTES));
+            let mut frame = spare.pop().unwrap_or_else(|| Vec::with_capacity(SLOT_BYTES));
             let data = unsafe { std::slice::from_raw_parts((hdr as *const u8).add(mac), snap) };
             frame.extend_from_slice(data);
             frame.resize(len, 0);
@@ -281,5 +278,19 @@ impl TxBatch {
         }
         self.iovs.clear(); // the pointers die with the frames
         failed
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_ring_holds_a_slow_start_at_twice_its_links_rate_for_50_ms() {
+        assert_eq!(ring_blocks(None), 256); // 8192 frames: unlimited, or a trace
+        assert_eq!(ring_blocks(Some(1_000_000_000)), 256); // 8256 frames wanted: the most
+        assert_eq!(ring_blocks(Some(500_000_000)), 129); // 4127 frames
+        assert_eq!(ring_blocks(Some(100_000_000)), 32); // 825: the least, 1024
+        assert_eq!(ring_blocks(Some(10_000)), 32);
     }
 }

@@ -67,7 +67,13 @@ def summary_lines(summary: dict[str, Any]) -> list[tuple[str, str]]:
             lines.append((f"queue {link} CE marks", ", ".join(f"{r} {n}" for r, n in q["marks"].items())))
     if late := summary.get("lateness"):
         value = f"{show_number(late.get('p99_us'), '.0f')} us ({late.get('direction')})"
-        if late.get("within") is not None:
+        if late.get("within") is not None and late.get("sentinel_p99_us") is not None:
+            sleep = f"{late['sentinel_sleep_us'] / 1e3:.1f} ms sleeps" if late.get("sentinel_sleep_us") else "sleeps"
+            value += (f"; the machine's own wake-ups under this load {late['sentinel_p99_us']:.0f} us (a real-time "
+                      f"sentinel's {sleep}): " + ("the datapath added nothing beyond them" if late["within"] else
+                                                  f"the datapath added {late['p99_us'] - late['sentinel_p99_us']:.0f} us "
+                                                  "of its own"))
+        elif late.get("within") is not None:
             value += (f", {'within' if late['within'] else 'beyond'} what this machine allows: "
                       f"{late['allowed_us']:.0f} us (its timer's p99 {late['timer_p99_us']:.0f} us + 20)")
         lines.append(("datapath lateness p99", value))

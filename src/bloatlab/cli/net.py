@@ -62,7 +62,9 @@ def summary(net: Network) -> str:
     lines += [f"  {'host':<{width}}  {'address':<11}  congestion control"]
     lines += [f"  {host:<{width}}  {topo.address(host):<11}  {_cc_text(net, host)}" for host in topo.hosts]
     if topo.switches:
-        lines += ["", f"  switches: {', '.join(topo.switches)}"]
+        inner = net.inner_switches
+        named = [f"{s} (inside the datapath)" if s in inner else f"{s} (a bridge in its namespace)" for s in topo.switches]
+        lines += ["", f"  switches: {', '.join(named)}"]
     lines.append("")
     for link, backend in zip(topo.links, net.backends):
         lines.append(f"  link {link.name} ({backend} backend)")
@@ -188,10 +190,12 @@ def cmd_clean(args: argparse.Namespace) -> int:
 
 def add_parsers(commands: argparse._SubParsersAction) -> None:
     up = add_command(commands, "up", cmd_up, "build a network from a topology file and leave it running",
-                     "Creates a namespace per host and switch, the links between them (each served by the "
-                     "kernel's qdiscs\nor by the userspace datapath bloatlab-link, which keeps running in "
-                     "the background), and\nprints the hosts' addresses, their TCP congestion control (the "
-                     "topology's cc, else this\nmachine's default) and each link's backend. Needs root.",
+                     "Creates a namespace per host, the links between them (each served by the kernel's "
+                     "qdiscs or by\nthe userspace datapath bloatlab-link, which keeps running in the "
+                     "background) and the switches:\ninside bloatlab-link where it serves all of a switch's "
+                     "links, else a Linux bridge in the\nswitch's own namespace (namespace = true in its "
+                     "table asks for that). Prints the hosts'\naddresses, their TCP congestion control (the "
+                     "topology's cc, else this machine's default) and\neach link's backend. Needs root.",
                      [f"sudo bloatlab up {EXAMPLE_TOPOLOGY} --name t1"])
     up.add_argument("topology", metavar="TOPOLOGY.toml", help="the topology file").complete = FILE
     up.add_argument("--name", required=True,

@@ -31,7 +31,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.repeat is not None and not 1 <= args.repeat <= MAX_REPEAT:
         raise UsageError(f"{args.repeat} repetitions; give --repeat a whole number from 1 to {MAX_REPEAT}")
     source = Source(args.preset, args.spec, pcap=tuple(d.strip() for item in args.pcap or [] for d in item.split(",")),
-                    backend=args.backend)
+                    backend=args.backend, punctual=args.punctual)
     sets = args.set or []
     axes = sweep_axes(args.preset, args.spec, sets, args.sweep or [])
     repeat = args.repeat if args.repeat is not None else source.load(sets).repeat  # the spec's own `repeat`
@@ -242,6 +242,10 @@ def add_parsers(commands: argparse._SubParsersAction) -> None:
                      help="where it runs, instead of the spec's `backend`: emulation (network namespaces, the "
                           "real Linux stack; needs root) or ns3 (simulated in ns-3, from the same spec; "
                           "docs/simulation.md)")
+    run.add_argument("--punctual", action="store_true",
+                     help="the userspace datapath wakes early enough for this machine's latest wake-ups and spins "
+                          "through them: departures as punctual as the machine allows, for up to a core per busy "
+                          "worker (the spec's `punctual`; docs/datapath.md)")
     run.add_argument("--pcap", metavar="DIRECTION", action="append",
                      help='capture a link direction ("s0->h2"; repeat or comma-separate for more): every packet '
                           "it sends to RUN/pcap/s0_to_h2.pcapng and every packet it drops, with the reason, to "

@@ -74,6 +74,8 @@ class RunRecord:
     tcp_probe: str = "none"  # tracepoint, ss or none
     tcp_lost_events: int | None = None
     datapath_stats: dict[str, dict[str, Any]] = field(default_factory=dict)  # per userspace direction
+    # The datapath's own figures at the end: its workers, its sentinel, its switches.
+    datapath: dict[str, Any] = field(default_factory=dict)
     # The machine's timer as the datapath met it at the start (testbed.datapath.timer_overshoot).
     timer: dict[str, Any] | None = None
     # The share of the played schedule in which some task waited for a CPU (the kernel's PSI),

@@ -36,11 +36,11 @@ from typing import Any
 from bloatlab.experiment.parsers import IperfResult, parse_iperf3, parse_ping_replies, parse_ping_summary, parse_ss_tin
 from bloatlab.experiment.running import wait_listening
 from bloatlab.progress import Progress, ticking
-from bloatlab.specs.model import PCAP_SNAPLEN, DirectionSpec, HostSpec, LinkSpec, QueueSpec, Topology
+from bloatlab.specs.model import PCAP_SNAPLEN, DirectionSpec, HostSpec, LinkSpec, QueueSpec, SwitchSpec, Topology
 from bloatlab.specs.units import format_duration_ns, format_rate
 from bloatlab.testbed import capabilities
 from bloatlab.testbed import netns
-from bloatlab.testbed.datapath import batching_share, thread_shares
+from bloatlab.testbed.datapath import batching_share, worker_shares
 from bloatlab.testbed.links.base import Captures
 from bloatlab.testbed.machine import cpu_pressure_us, pressure_share
 from bloatlab.testbed.network import Network
@@ -68,11 +68,13 @@ class Case:
     delay_ns: int  # each way
     round: int | None = None  # which of the alternating runs of a repeated pair
     udp: bool = True  # a shaped case also sends UDP at 1.1 x its rate
+    # cs244's h1 - s0 - h2 rather than one link: both links at the case's rate and delay
+    switched: bool = False
 
     @property
     def label(self) -> str:
         rate = format_rate(self.rate_bps) + (f" #{self.round}" if self.round else "")
-        return f"{self.backend:9} {rate:>12} {format_duration_ns(self.delay_ns):>6}"
+        return f"{self.backend:9} {rate:>12} {format_duration_ns(self.delay_ns):>6}" + (" via s0" if self.switched else "")
 
 
 @dataclass(frozen=True)
@@ -110,11 +112,11 @@ class CaseResult:
     depart_error_p50_us: float | None = None
     depart_error_p99_us: float | None = None
     datapath_cpu_pct: float | None = None
-    # Each link thread over the TCP flow, by name ("h1-h2.forward"): % of one core in its own
-    # code (user) and in the kernel (the frames' copies in and out, and the receiving host's
-    # stack, which a veth runs on the sending thread). The busiest one is what bounds a
-    # CPU-bound flow (docs/datapath.md).
-    datapath_threads: dict[str, dict[str, float]] = field(default_factory=dict)
+    # Each datapath worker over the TCP flow, by name ("worker1"): % of one core in its own code
+    # (user) and in the kernel (the frames' copies in and out, and the receiving host's stack,
+    # which a veth runs on the sending thread), with the directions it serves. The busiest one is
+    # what bounds a CPU-bound flow (docs/datapath.md).
+    datapath_workers: dict[str, dict[str, Any]] = field(default_factory=dict)
     # The whole machine over the TCP flow (a loaded timer sample included): the share of all its
     # CPUs' time not idle. Near 100, every thread (link, host or iperf3) waits for a CPU.
     machine_busy_pct: float | None = None
@@ -161,6 +163,14 @@ TCP_BUFFERS = {"net.ipv4.tcp_rmem": "4096 131072 67108864", "net.ipv4.tcp_wmem":
 
 def two_hosts(case: Case) -> Topology:
     d = DirectionSpec(rate_bps=case.rate_bps, delay_ns=case.delay_ns, queue=QueueSpec(packets=queue_packets(case)))
+    if case.switched:
+        # cs244's dumbbell, every link the case's: on the userspace backend s0 is served inside the
+        # datapath; on the kernel's it is a namespace with a bridge, and each link a bridge in the
+        # datapath namespace (with htb at the rate), as a testbed of Linux bridges would be.
+        links = [LinkSpec(name=f"{a}-{b}", ends=(a, b), forward=d, reverse=d, backend=case.backend)
+                 for a, b in (("h1", "s0"), ("s0", "h2"))]
+        return Topology(hosts={"h1": HostSpec("h1"), "h2": HostSpec("h2")}, switches={"s0": SwitchSpec("s0")},
+                        links=links)
     # A kernel link queues between the hosts, as the userspace one does, so both fill their queue
     # the same way; "veth" is one veth pair between the hosts (its root pfifo is never full).
     plain = case.backend == "veth"
@@ -170,7 +180,7 @@ def two_hosts(case: Case) -> Topology:
     return Topology(hosts={"h1": HostSpec("h1"), "h2": HostSpec("h2")}, switches={}, links=[link])
 
 
-def _machine_cpu_ticks() -> tuple[int, int]:
+def machine_cpu_ticks() -> tuple[int, int]:
     """(busy, total) jiffies of all CPUs since boot, from /proc/stat; idle and iowait are idle,
     steal (time the hypervisor gave to others) counts as neither."""
     fields = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:9]]
@@ -179,7 +189,7 @@ def _machine_cpu_ticks() -> tuple[int, int]:
     return total - idle, total
 
 
-def _cpu_seconds(pid: int) -> float:
+def cpu_seconds(pid: int) -> float:
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
@@ -319,9 +329,9 @@ def _measure(net: Network, case: Case, res: CaseResult, duration_s: float,
     res.expected_min_rtt_ms = 2 * case.delay_ns / 1e6 + 2 * ser_ms(PING_FRAME)
     # 2. TCP with pings riding along: goodput over `duration_s` after the warm-up.
     dp = net.datapath
-    cpu0, t0 = (_cpu_seconds(dp.pid), time.monotonic()) if dp else (0.0, 0.0)
+    cpu0, t0 = (cpu_seconds(dp.pid), time.monotonic()) if dp else (0.0, 0.0)
     stats0 = dp.stats() if dp else None
-    machine0 = _machine_cpu_ticks()
+    machine0 = machine_cpu_ticks()
     pressure0 = (cpu_pressure_us(), time.monotonic())
     interval = "0.1" if (rate or 10**12) <= 20_000_000 else "0.02"
     warm = warmup_s(case)
@@ -337,11 +347,11 @@ def _measure(net: Network, case: Case, res: CaseResult, duration_s: float,
 
     tcp, _ = _iperf(net, ["-t", str(run_s), "-C", "cubic"], timeout_s=run_s + 30, during=sample_window)
     loaded = parse_ping_replies(pinger.communicate(timeout=run_s + 10)[0])
-    busy, total = (b - a for a, b in zip(machine0, _machine_cpu_ticks()))
+    busy, total = (b - a for a, b in zip(machine0, machine_cpu_ticks()))
     res.machine_busy_pct = 100 * busy / total if total else None
     if dp:
-        res.datapath_cpu_pct = 100 * (_cpu_seconds(dp.pid) - cpu0) / (time.monotonic() - t0)
-        res.datapath_threads = thread_shares(stats0, dp.stats())
+        res.datapath_cpu_pct = 100 * (cpu_seconds(dp.pid) - cpu0) / (time.monotonic() - t0)
+        res.datapath_workers = worker_shares(stats0, dp.stats())
     res.tcp_goodput_mbps = goodput_mbps(res.tcp_window)
     res.tcp_retransmits = tcp.retransmits
     if rate:

@@ -20,6 +20,20 @@ before, and the target is on the ratio or the difference (docs/datapath.md):
   up_down        `up` then `down` of h1 - s0 - h2, s (beside the same
                  namespaces and veths made by plain `ip` calls)                 <= 0.5
   run_overhead   a cs244 run's wall time beyond its duration, s                 <= 2.0
+  switched_tcp   TCP goodput through h1 - s0 - h2 at 1 Gbit/s, share of its
+                 capacity (beside one link, and kernel bridges with htb)        >= 0.97
+  switched_fast  TCP goodput through h1 - s0 - h2 at 2.5 Gbit/s / one link's
+                 at that rate (kernel bridges with htb beside it)               >= 0.95
+  slow_lateness  cs244 at 10 Mbit/s: departure lateness p99, us, minus the
+                 sentinel's wake-up lateness p99 under the same load (and the
+                 same run punctual, with what that costs)                       <= 20
+  star_up        `up` of a star of 100 hosts around one switch, s (beside the
+                 same made by plain `ip` calls)                                 <= 3.0
+  star_down      its `down`, s                                                  <= 1.0
+  star_idle      its datapath's CPU while nothing flows, % of a core (beside
+                 the machine's own busy share then)                             <= 1.0
+Beside the targets, RRUL at 1 Gbit/s each way: its totals and lateness, and the same flows
+through kernel bridges with htb.
 
 Where the machine did the same work itself (htb at the shaped rates, a real-time thread's own
 sleep under the lateness case's load, plain `ip` calls), that figure is judged on the same target
@@ -31,6 +45,7 @@ The cases are bench link's (lab/bench.py): one link between two hosts, measured 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import statistics
@@ -45,8 +60,10 @@ from pathlib import Path
 from typing import Any
 
 from bloatlab.errors import BloatlabError
-from bloatlab.lab.bench import Case, CaseResult, run_case, tcp_capacity_mbps
+from bloatlab.lab.bench import Case, CaseResult, cpu_seconds, machine_cpu_ticks, run_case, tcp_capacity_mbps
+from bloatlab.lab.run import run_experiment
 from bloatlab.specs.experiment import load_preset
+from bloatlab.specs.model import DirectionSpec, HostSpec, LinkSpec, QueueSpec, SwitchSpec, Topology
 from bloatlab.specs.units import format_rate
 from bloatlab.testbed import capabilities
 from bloatlab.testbed.datapath import TIMER_ALLOWANCE_US, TIMER_SLEEP_NS, timer_overshoot
@@ -71,7 +88,24 @@ LIMITS: dict[str, Limit] = {
     "loaded_rtt": Limit(0.05, False, "x", "RTT p99 under load against base + queue / rate, relative error"),
     "up_down": Limit(0.5, False, "s", "up + down of h1 - s0 - h2"),
     "run_overhead": Limit(2.0, False, "s", "a cs244 run's wall time beyond its duration"),
+    "switched_tcp": Limit(0.97, True, "x", "TCP goodput through h1 - s0 - h2 at 1 Gbit/s / its capacity"),
+    "switched_fast": Limit(0.95, True, "x", "TCP goodput through h1 - s0 - h2 at 2.5 Gbit/s / one link's"),
+    "slow_lateness": Limit(TIMER_ALLOWANCE_US, False, "us", "cs244 at 10 Mbit/s: lateness p99 minus the sentinel's"),
+    "star_up": Limit(3.0, False, "s", "up of a star of 100 hosts"),
+    "star_down": Limit(1.0, False, "s", "down of a star of 100 hosts"),
+    "star_idle": Limit(1.0, False, "%", "a 100-host star's idle datapath CPU, % of a core"),
 }
+# The rates of the switched targets, in order: switched_tcp's, switched_fast's.
+SWITCHED_RATES = (1_000_000_000, 2_500_000_000)
+SLOW_RUN_S = 20  # each of slow_lateness's cs244 runs
+STAR_HOSTS = 100
+STAR_RATE_BPS = 100_000_000
+# A new star's hosts send their IPv6 chatter (neighbour discovery, MLD) for ten seconds or so,
+# which every switch floods to every port: the idle window starts after it.
+STAR_SETTLE_S = 15.0
+STAR_IDLE_S = 10.0
+RRUL_RATE = "1gbit"
+RRUL_DURATION_S = 30
 WITHIN = 0.03  # "within 3% of its setting", above it or below
 DELAY_CASE = (1_000_000_000, 10_000_000)  # 1 Gbit/s, 10 ms each way
 RUN_DURATION_S = 5
@@ -178,24 +212,26 @@ def _tcp(results: list[CaseResult], backend: str, rate: int | None = None, delay
             and r.case.delay_ns == delay and r.tcp_goodput_mbps]
 
 
-def plain_ip_s() -> float:
-    """The machine's own floor for building h1 - s0 - h2: three namespaces and two veth pairs
-    made, addressed, brought up and removed by plain `ip` calls, as Mininet does, with nothing
-    of bloatlab's (no datapath, no checks, no waiting for carriers)."""
+def plain_ip_s(hosts: int = 2) -> float:
+    """The machine's own floor for building `hosts` hosts around s0 (h1 - s0 - h2 for two): the
+    namespaces and a veth pair per host made, addressed, brought up and removed by plain `ip`
+    calls, as Mininet does, with nothing of bloatlab's (no datapath, no checks, no waiting for
+    carriers)."""
     # Named after this process, as tools' namespaces are: `bloatlab clean` spares them while it runs.
-    names = [f"{PREFIX}-bench{n}-{os.getpid()}" for n in ("h1", "s0", "h2")]
+    switch = f"{PREFIX}-benchs0-{os.getpid()}"
+    names = [f"{PREFIX}-benchh{i}-{os.getpid()}" for i in range(1, hosts + 1)]
     t = time.monotonic()
     try:
-        for ns in names:
+        for ns in [switch, *names]:
             subprocess.run(["ip", "netns", "add", ns], check=True)
-        for i, (a, b) in enumerate(((names[0], names[1]), (names[1], names[2]))):
-            subprocess.run(["ip", "-n", a, "link", "add", f"v{i}a", "type", "veth", "peer", "name", f"v{i}b",
-                            "netns", b], check=True)
-            for ns, dev, addr in ((a, f"v{i}a", f"10.9.{i}.1/24"), (b, f"v{i}b", f"10.9.{i}.2/24")):
+        for i, host in enumerate(names):
+            subprocess.run(["ip", "-n", host, "link", "add", f"v{i}a", "type", "veth", "peer", "name", f"v{i}b",
+                            "netns", switch], check=True)
+            for ns, dev, addr in ((host, f"v{i}a", f"10.9.{i}.1/24"), (switch, f"v{i}b", f"10.9.{i}.2/24")):
                 subprocess.run(["ip", "-n", ns, "addr", "add", addr, "dev", dev], check=True)
                 subprocess.run(["ip", "-n", ns, "link", "set", dev, "up"], check=True)
     finally:
-        for ns in names:
+        for ns in [switch, *names]:
             subprocess.run(["ip", "netns", "del", ns], stderr=subprocess.DEVNULL)
     return time.monotonic() - t
 
@@ -236,6 +272,89 @@ def run_overhead_s(out_dir: Path, runs: int = RUN_REPEATS) -> dict[str, Any]:
     wall, results_s, report_s = sorted(timed)[len(timed) // 2]
     return {"run_wall_s": wall, "run_walls_s": [w for w, _, _ in timed], "python_s": python_s,
             "run_results_s": results_s, "run_report_s": report_s}
+
+
+def star_topology(hosts: int = STAR_HOSTS) -> Topology:
+    """`hosts` hosts around s0, each link userspace at STAR_RATE_BPS: s0 is served inside the datapath."""
+    d = DirectionSpec(rate_bps=STAR_RATE_BPS, queue=QueueSpec(packets=100))
+    names = [f"h{i}" for i in range(1, hosts + 1)]
+    links = [LinkSpec(name=f"s0-{h}", ends=("s0", h), forward=d, reverse=d, backend="userspace") for h in names]
+    return Topology(hosts={h: HostSpec(h) for h in names}, switches={"s0": SwitchSpec("s0")}, links=links)
+
+
+def _frames(stats: dict[str, Any]) -> int:
+    """Every frame any of the datapath's link directions took in so far."""
+    return sum(d.get("arrivals", 0) for pair in stats.get("links", {}).values() for d in pair.values())
+
+
+def star_s(tag: str) -> dict[str, Any]:
+    """bloatlab's `up` and `down` of a STAR_HOSTS-host star, timed apart, and its datapath's CPU
+    (% of a core) in STAR_IDLE_S where nothing flows, after the hosts' first chatter, beside the
+    share of all CPUs the machine was busy then and the frames that came meanwhile."""
+    net = Network(star_topology(), tag)
+    out: dict[str, Any] = {}
+    t = time.monotonic()
+    try:
+        net.up()
+        out["star_up_s"] = time.monotonic() - t
+        dp = net.datapath
+        assert dp is not None
+        time.sleep(STAR_SETTLE_S)
+        frames0, cpu0, machine0, t0 = _frames(dp.stats()), cpu_seconds(dp.pid), machine_cpu_ticks(), time.monotonic()
+        time.sleep(STAR_IDLE_S)
+        busy, total = (b - a for a, b in zip(machine0, machine_cpu_ticks()))
+        out["star_idle_pct"] = 100 * (cpu_seconds(dp.pid) - cpu0) / (time.monotonic() - t0)
+        out["star_machine_busy_pct"] = 100 * busy / total if total else None
+        out["star_idle_frames"] = _frames(dp.stats()) - frames0
+        out["star_threads"] = len(os.listdir(f"/proc/{dp.pid}/task"))
+    finally:
+        t = time.monotonic()
+        net.down()
+        out["star_down_s"] = time.monotonic() - t
+    return out
+
+
+def slow_lateness_runs(out_dir: Path) -> dict[str, Any]:
+    """cs244 as its preset has it (10 Mbit/s), SLOW_RUN_S long, as it is and punctual: each run's
+    worst departure lateness beside its sentinel's wake-ups, and its datapath's CPU."""
+    out: dict[str, Any] = {}
+    for punctual in (False, True):
+        key = "punctual" if punctual else "default"
+        exp = load_preset("cs244", [f"duration={SLOW_RUN_S}s"], punctual=punctual)
+        outcome = run_experiment(exp, out_dir / key, progress=False)
+        late = outcome.summary.get("lateness") or {}
+        datapath = json.loads((outcome.run_dir / "run.json").read_text()).get("datapath") or {}
+
+        def share(cpu: dict[str, int]) -> float | None:
+            return 100 * (cpu["user_ns"] + cpu["kernel_ns"]) / cpu["wall_ns"] if cpu.get("wall_ns") else None
+
+        workers = [s for w in datapath.get("workers", []) if (s := share(w.get("cpu") or {})) is not None]
+        sentinel = datapath.get("sentinel") or {}
+        wall = max((w["cpu"]["wall_ns"] for w in datapath.get("workers", []) if w.get("cpu")), default=0)
+        out[key] = {"p99_us": late.get("p99_us"), "max_us": late.get("max_us"), "direction": late.get("direction"),
+                    "sentinel_p99_us": late.get("sentinel_p99_us"), "sentinel_sleep_us": late.get("sentinel_sleep_us"),
+                    "workers_pct": workers, "sentinel_cpu_pct": 100 * sentinel["cpu_ns"] / wall
+                    if sentinel.get("cpu_ns") and wall else None, "warnings": outcome.warnings}
+    return out
+
+
+def rrul_runs(out_dir: Path) -> dict[str, Any]:
+    """RRUL at RRUL_RATE each way, RRUL_DURATION_S long, on the userspace datapath and on the kernel
+    backend (bridges, htb at the rate): each one's totals each way (Mbit/s) and worst lateness."""
+    out: dict[str, Any] = {}
+    for backend in ("userspace", "kernel"):
+        exp = load_preset("rrul", [f"bw={RRUL_RATE}", f"bw_host={RRUL_RATE}", f"duration={RRUL_DURATION_S}s"])
+        links = [dataclasses.replace(link, backend=backend) for link in exp.topology.links]
+        exp = dataclasses.replace(exp, topology=dataclasses.replace(exp.topology, links=links))
+        try:
+            outcome = run_experiment(exp, out_dir / backend, progress=False)
+        except BloatlabError as e:  # a kernel without htb, say: the comparison goes without it
+            out[backend] = {"error": str(e)}
+            continue
+        late = outcome.summary.get("lateness") or {}
+        out[backend] = {"totals_mbps": outcome.summary.get("totals_mbps"), "p99_us": late.get("p99_us"),
+                        "sentinel_p99_us": late.get("sentinel_p99_us")}
+    return out
 
 
 # When the TCP flow of a link case is well under way: after the network's build, the idle
@@ -318,6 +437,15 @@ def _plan(names: list[str], rates: list[int], rounds: int) -> list[Case]:
         cases.append(Case("userspace", *DELAY_CASE))
         if not any(c.backend == "veth" for c in cases):
             cases.append(Case("veth", None, 0))
+    if need & {"switched_tcp", "switched_fast"}:
+        # Through cs244's switch, beside one link at the same rate and (where the kernel has htb)
+        # the same dumbbell of kernel bridges, back to back per rate.
+        htb = capabilities.kernel_qdiscs(["htb"]).get("htb")
+        for rate in SWITCHED_RATES:
+            cases.append(Case("userspace", rate, 0, udp=False, switched=True))
+            cases.append(Case("userspace", rate, 0, udp=False))
+            if htb:
+                cases.append(Case("kernel", rate, 0, udp=False, switched=True))
     return cases
 
 
@@ -370,6 +498,22 @@ def run_machine(names: list[str], limits: dict[str, float], rates: list[int], du
         extra["plain_ip_s"] = _median([plain_ip_s() for _ in range(3)])
         say(f"up + down: {extra['up_down_s']:.2f} s (up {extra['up_s']:.2f}, down {extra['down_s']:.2f}); "
             f"plain ip: {extra['plain_ip_s']:.2f} s")
+    if {"star_up", "star_down", "star_idle"} & set(names):
+        extra.update(star_s(tag))
+        extra["star_plain_ip_s"] = plain_ip_s(STAR_HOSTS)
+        say(f"star of {STAR_HOSTS}: up {extra['star_up_s']:.2f} s, down {extra['star_down_s']:.2f} s (plain ip "
+            f"{extra['star_plain_ip_s']:.2f} s); idle datapath {extra['star_idle_pct']:.2f}% of a core over "
+            f"{STAR_IDLE_S:.0f} s, {extra['star_idle_frames']} frames meanwhile")
+    if "slow_lateness" in names:
+        with tempfile.TemporaryDirectory(prefix=f"{PREFIX}-bench-", dir=out_dir) as tmp:
+            extra["slow_lateness"] = slow_lateness_runs(Path(tmp))
+        for key, r in extra["slow_lateness"].items():
+            say(f"cs244 at 10 Mbit/s, {key}: lateness p99 {r['p99_us'] or 0:.0f} us, the sentinel's "
+                f"{r['sentinel_p99_us'] or 0:.0f} us; workers {', '.join(f'{w:.0f}%' for w in r['workers_pct'])} of a core")
+    if set(names) == set(LIMITS) or "switched_fast" in names:  # the whole bench, or the switched targets
+        with tempfile.TemporaryDirectory(prefix=f"{PREFIX}-bench-", dir=out_dir) as tmp:
+            extra["rrul"] = rrul_runs(Path(tmp))
+        say("rrul: " + rrul_line(extra["rrul"]))
     if "run_overhead" in names:
         with tempfile.TemporaryDirectory(prefix=f"{PREFIX}-bench-", dir=out_dir) as tmp:
             extra.update(run_overhead_s(Path(tmp)))
@@ -377,6 +521,8 @@ def run_machine(names: list[str], limits: dict[str, float], rates: list[int], du
             f"{', '.join(f'{w:.2f}' for w in extra['run_walls_s'])} (results at {extra['run_results_s']:.2f} s, "
             f"report at {extra['run_report_s']:.2f} s; python's start-up {extra['python_s']:.2f} s)")
     targets = verdicts(names, {**{n: LIMITS[n].value for n in names}, **limits}, results, timer, extra)
+    if "rrul" in extra:
+        extra["figures"] = [f"RRUL at {RRUL_RATE} each way: {rrul_line(extra['rrul'])}"]
     doc = {"bloatlab_version": __version__, "kernel": os.uname().release, "cpus": os.cpu_count(),
            "date": time.strftime("%Y-%m-%d"), "duration_s": duration_s, "timer": timer, **extra,
            "targets": [{**asdict(t), "ok": t.ok, "machine_ok": t.machine_ok, "trails_machine": t.trails, "unit": LIMITS[t.name].unit, "at_least": LIMITS[t.name].at_least}
@@ -419,13 +565,14 @@ def _shares(cases: list[CaseResult], proto: str) -> str:
 
 
 def cpu_account(r: CaseResult) -> str:
-    """Where a case's CPU went: the machine's busy share, and the busiest link thread's share of a
-    core split into bloatlab-link's own code and the kernel's work on that thread (the frames'
-    copies into and out of the process, and the receiving host's stack, which runs on it)."""
+    """Where a case's CPU went: the machine's busy share, and the busiest worker's share of a core
+    split into bloatlab-link's own code and the kernel's work on that thread (the frames' copies
+    into and out of the process, and the receiving host's stack, which runs on it)."""
     parts = [f"the machine {r.machine_busy_pct:.0f}% busy"] if r.machine_busy_pct is not None else []
-    if r.datapath_threads:
-        name, t = max(r.datapath_threads.items(), key=lambda kv: kv[1]["user_pct"] + kv[1]["kernel_pct"])
-        parts.append(f"its busiest link thread ({name}) {t['user_pct'] + t['kernel_pct']:.0f}% of a core, "
+    if r.datapath_workers:
+        name, t = max(r.datapath_workers.items(), key=lambda kv: kv[1]["user_pct"] + kv[1]["kernel_pct"])
+        serves = f": {', '.join(t['directions'])}" if t.get("directions") else ""
+        parts.append(f"its busiest worker ({name}{serves}) {t['user_pct'] + t['kernel_pct']:.0f}% of a core, "
                      f"{t['user_pct']:.0f} of it in bloatlab-link's own code and {t['kernel_pct']:.0f} in the kernel")
     return ", ".join(parts)
 
@@ -541,6 +688,63 @@ def verdicts(names: list[str], limits: dict[str, float], results: list[CaseResul
                               f"plain ip calls {extra.get('plain_ip_s', 0):.2f} s",
                               f"up {extra.get('up_s', 0):.2f}, down {extra.get('down_s', 0):.2f}; median of 3",
                               extra.get("plain_ip_s"), "plain ip calls"))
+        elif name in ("switched_tcp", "switched_fast"):
+            rate = SWITCHED_RATES[0] if name == "switched_tcp" else SWITCHED_RATES[1]
+
+            def at(backend: str, switched: bool) -> CaseResult | None:
+                return next((r for r in results if r.case.backend == backend and r.case.rate_bps == rate
+                             and r.case.switched == switched and not r.case.delay_ns and r.tcp_goodput_mbps), None)
+
+            mine, single, kernel = at("userspace", True), at("userspace", False), at("kernel", True)
+            shares = {k: _tcp_share(r) for k, r in (("mine", mine), ("single", single), ("kernel", kernel)) if r}
+            figure = (f"{mine.tcp_goodput_mbps:.0f} Mbit/s ({100 * shares['mine']:.1f}%) at {format_rate(rate)}"
+                      if mine and "mine" in shares else "-")
+            baseline = (f"one link's {single.tcp_goodput_mbps:.0f} Mbit/s ({100 * shares['single']:.1f}%)"
+                        if single and "single" in shares else "one link (not measured)")
+            detail = "; ".join(part for part in (
+                f"kernel bridges and htb {kernel.tcp_goodput_mbps:.0f} Mbit/s ({100 * shares['kernel']:.1f}%)"
+                if kernel and "kernel" in shares else "",
+                cpu_account(mine) if mine else "") if part)
+            if name == "switched_tcp":
+                value = shares.get("mine")
+                own, whose = shares.get("kernel"), "kernel bridges and htb"
+            else:
+                value = mine.tcp_goodput_mbps / single.tcp_goodput_mbps if mine and single else None
+                own = kernel.tcp_goodput_mbps / single.tcp_goodput_mbps if kernel and single else None
+                whose = "kernel bridges and htb against the same link"
+            out.append(Target(name, value, limit, figure, baseline, detail, own, whose))
+        elif name == "slow_lateness":
+            runs = extra.get("slow_lateness") or {}
+            plain, punctual = runs.get("default") or {}, runs.get("punctual") or {}
+            p99, watch = plain.get("p99_us"), plain.get("sentinel_p99_us")
+
+            def cost(r: dict[str, Any]) -> str:
+                busy = ", ".join(f"{w:.0f}%" for w in r.get("workers_pct") or [])
+                return f"workers {busy} of a core" + (f", the sentinel {r['sentinel_cpu_pct']:.1f}%"
+                                                       if r.get("sentinel_cpu_pct") is not None else "")
+            detail = f"{cost(plain)}" if plain else ""
+            if punctual.get("p99_us") is not None and punctual.get("sentinel_p99_us") is not None:
+                detail += (f"; punctual: p99 {punctual['p99_us']:.0f} us against the sentinel's "
+                           f"{punctual['sentinel_p99_us']:.0f}, {cost(punctual)}")
+            sleep = f", {plain['sentinel_sleep_us'] / 1e3:.1f} ms sleeps" if plain.get("sentinel_sleep_us") else ""
+            out.append(Target(name, p99 - watch if p99 is not None and watch is not None else None, limit,
+                              f"p99 {p99:.0f} us ({plain.get('direction')})" if p99 is not None else "-",
+                              f"the sentinel's p99 {watch:.0f} us under the same load{sleep}" if watch is not None
+                              else "the sentinel (too few sleeps)", detail))
+        elif name == "star_up":
+            out.append(Target(name, extra.get("star_up_s"), limit, f"{extra.get('star_up_s', 0):.2f} s",
+                              f"plain ip calls {extra.get('star_plain_ip_s', 0):.2f} s",
+                              f"{STAR_HOSTS} hosts at {format_rate(STAR_RATE_BPS)}, s0 inside the datapath; "
+                              "the datapath's start included"))
+        elif name == "star_down":
+            out.append(Target(name, extra.get("star_down_s"), limit, f"{extra.get('star_down_s', 0):.2f} s",
+                              f"plain ip calls {extra.get('star_plain_ip_s', 0):.2f} s (up and down)"))
+        elif name == "star_idle":
+            busy = extra.get("star_machine_busy_pct")
+            out.append(Target(name, extra.get("star_idle_pct"), limit, f"{extra.get('star_idle_pct', 0):.2f}% of a core",
+                              f"the machine {busy:.1f}% busy then" if busy is not None else "the machine (not measured)",
+                              f"over {STAR_IDLE_S:.0f} s, {STAR_SETTLE_S:.0f} s after up; {extra.get('star_idle_frames', 0)} "
+                              f"frames came meanwhile; {extra.get('star_threads', 0)} threads"))
         elif name == "run_overhead":
             wall = extra.get("run_wall_s")
             split = (f"median of {len(extra.get('run_walls_s', []))} runs; its results written at "
@@ -550,6 +754,18 @@ def verdicts(names: list[str], limits: dict[str, float], results: list[CaseResul
                               f"{wall or 0:.2f} s for a {RUN_DURATION_S} s run", f"python's start-up {extra.get('python_s', 0):.2f} s",
                               split))
     return out
+
+
+def rrul_line(rrul: dict[str, Any]) -> str:
+    """RRUL's totals each way and lateness, bloatlab's datapath beside kernel bridges with htb."""
+    def one(r: dict[str, Any]) -> str:
+        if r.get("error"):
+            return f"not run ({r['error']})"
+        totals = ", ".join(f"{pair} {mbps:.0f}" for pair, mbps in sorted((r.get("totals_mbps") or {}).items()))
+        late = (f"; lateness p99 {r['p99_us']:.0f} us (the sentinel's {r['sentinel_p99_us']:.0f})"
+                if r.get("p99_us") is not None and r.get("sentinel_p99_us") is not None else "")
+        return f"totals {totals} Mbit/s{late}"
+    return (f"bloatlab {one(rrul.get('userspace', {}))}; kernel bridges and htb {one(rrul.get('kernel', {}))}")
 
 
 def timer_summary(timer: dict[str, Any]) -> str:
@@ -566,6 +782,8 @@ def render(doc: dict[str, Any]) -> str:
                       machine=t.get("machine"), machine_figure=t.get("machine_figure", ""), matched=t.get("matched"))
                for t in doc["targets"]]
     lines += [t.line() for t in targets]
+    if doc.get("figures"):
+        lines += ["", *doc["figures"]]
     if missed := [t for t in targets if not t.ok]:
         # Whose miss each is: a target the machine's own baseline misses too is beyond this machine.
         def whose(t: Target) -> str:

@@ -170,7 +170,7 @@ class Run:
         captures = Captures(self.dir.pcap, frozenset(exp.probes.pcap), exp.probes.pcap_snaplen,
                             exp.probes.pcap_limit_bytes) if exp.probes.pcap else None
         self.net = Network(exp.topology, record.network or network_name(), qlog_dir=self.dir.raw / "qlog",
-                           qlog_directions=set(exp.probes.queue), captures=captures)
+                           qlog_directions=set(exp.probes.queue), captures=captures, punctual=exp.punctual)
         record.network = self.net.name
         self.workloads = [running(w, self.net, self.dir.raw, self.clock, record.ports[w.name])
                           for w in exp.workloads]
@@ -180,7 +180,7 @@ class Run:
                 w.prepare()
 
         self.net.up(on_hosts=prepare)
-        where = {node: self.net.namespace(node) for node in exp.topology.node_names()}
+        where = self.net.node_namespaces()
         if netns.exists(self.net.datapath_namespace):  # kernel links' qdiscs; "_" is no node's name
             where[DP_NODE] = self.net.datapath_namespace
         sources = queue_sources(exp, self.net.backends, self.net)
@@ -273,9 +273,12 @@ class Run:
             record.backends = list(self.net.backends)  # chosen before building, so known if the build failed
             record.host_cc = dict(self.net.host_cc)
         record.datapath_stats = self._datapath_stats()
+        final = (self.net.final_datapath_stats or {}) if self.net is not None else {}
+        record.datapath = {key: final[key] for key in ("workers", "sentinel", "switches") if key in final}
         if self.stats_at_t0 is not None and self.net is not None:  # from t0 on, as the pressure
             record.links_batching = batching_share(self.stats_at_t0, self.net.final_datapath_stats)
-        record.warnings += lag_warnings(record.datapath_stats, record.timer) + capture_warnings(record.datapath_stats)
+        record.warnings += lag_warnings(record.datapath_stats, record.timer, record.datapath)
+        record.warnings += capture_warnings(record.datapath_stats)
         record.warnings += pressure_warnings(record.cpu_pressure, record.links_batching)
         return record
 

@@ -46,7 +46,7 @@ def summary(record: RunRecord) -> dict[str, Any]:
         doc["bufferbloat"] = bufferbloat(*latency)
     if record.experiment.probes.pcap:
         doc["pcap"] = captures(record)
-    if (late := lateness(record.datapath_stats, record.timer)) is not None:
+    if (late := lateness(record.datapath_stats, record.timer, record.datapath)) is not None:
         doc["lateness"] = late
     if record.cpu_pressure is not None:  # how short of CPU the machine was while the run played
         doc["cpu"] = {"pressure": record.cpu_pressure, "links_batching": record.links_batching}
@@ -155,6 +155,7 @@ def run_document(record: RunRecord) -> dict[str, Any]:
                   for h in exp.topology.hosts],
         "links": links,
         "datapath_stats": record.datapath_stats,
+        "datapath": record.datapath,
         "timer": record.timer,
         "flows": flows,
         "probes": {"tcp": record.tcp_probe, "queue": {name: q.source for name, q in record.queues.items()},
@@ -176,7 +177,7 @@ def record_from_document(doc: dict[str, Any]) -> RunRecord:
         backends=[link.get("backend") for link in doc.get("links", [])],
         host_cc={h["name"]: h["cc"] for h in doc.get("hosts", []) if h.get("cc")},
         ports={name: flow["port"] for name, flow in flows.items() if flow.get("port")},
-        tcp_probe=(doc.get("probes") or {}).get("tcp") or "none", timer=doc.get("timer"),
+        tcp_probe=(doc.get("probes") or {}).get("tcp") or "none", timer=doc.get("timer"), datapath=doc.get("datapath") or {},
         snapshots=doc.get("snapshots") or {}, machine=doc.get("machine") or {}, tools=doc.get("tools") or {})
 
 

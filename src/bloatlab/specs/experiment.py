@@ -41,7 +41,8 @@ PARAM_NAME_RE = re.compile(r"[a-z][a-z0-9_]{0,30}")
 PLACEHOLDER_RE = re.compile(r"\{([a-z][a-z0-9_]*)\}")
 MAX_DURATION_NS = 24 * 3600 * 10**9
 
-SPEC_KEYS = ("name", "description", "duration", "seed", "repeat", "backend", "params", "topology", "workloads", "probes")
+SPEC_KEYS = ("name", "description", "duration", "seed", "repeat", "backend", "punctual", "params", "topology",
+             "workloads", "probes")
 MAX_REPEAT = 1000
 PARAM_KEYS = ("default", "type", "help", "choices", "min", "max", "sweep")
 
@@ -79,17 +80,17 @@ def preset_info(name: str) -> tuple[str, list[Param]]:
 
 
 def load_preset(name: str, sets: list[str] | None = None, rep: int = 1, pcap: tuple[str, ...] = (),
-                backend: str | None = None) -> Experiment:
+                backend: str | None = None, punctual: bool = False) -> Experiment:
     path = preset_path(name)
     return parse_experiment(load_toml(path), sets or [], base_dir=path.parent, preset=name,
-                            source=f"preset {name}", rep=rep, pcap=pcap, backend=backend)
+                            source=f"preset {name}", rep=rep, pcap=pcap, backend=backend, punctual=punctual)
 
 
 def load_experiment(path: str | Path, sets: list[str] | None = None, rep: int = 1,
-                    pcap: tuple[str, ...] = (), backend: str | None = None) -> Experiment:
+                    pcap: tuple[str, ...] = (), backend: str | None = None, punctual: bool = False) -> Experiment:
     path = Path(path)
     return parse_experiment(load_toml(path), sets or [], base_dir=path.parent, source=str(path), rep=rep, pcap=pcap,
-                            backend=backend)
+                            backend=backend, punctual=punctual)
 
 
 @dataclass(frozen=True)
@@ -101,12 +102,13 @@ class Source:
     path: Path | None = None
     pcap: tuple[str, ...] = ()  # link directions to capture besides the spec's (--pcap)
     backend: str | None = None  # instead of the spec's (--backend)
+    punctual: bool = False  # the datapath punctual whatever the spec says (--punctual)
 
     def load(self, sets: list[str] | None = None, rep: int = 1) -> Experiment:
         if self.preset is not None:
-            return load_preset(self.preset, sets, rep, self.pcap, self.backend)
+            return load_preset(self.preset, sets, rep, self.pcap, self.backend, self.punctual)
         assert self.path is not None
-        return load_experiment(self.path, sets, rep, self.pcap, self.backend)
+        return load_experiment(self.path, sets, rep, self.pcap, self.backend, self.punctual)
 
     def file(self) -> Path:
         return preset_path(self.preset) if self.preset is not None else Path(self.path)  # type: ignore[arg-type]
@@ -163,11 +165,12 @@ def plan_sweep(source: Source, sets: list[str], axes: list[tuple[str, list[str]]
 
 def parse_experiment(data: dict[str, Any], sets: list[str], *, base_dir: Path,
                      preset: str | None = None, source: str | None = None, rep: int = 1,
-                     pcap: tuple[str, ...] = (), backend: str | None = None) -> Experiment:
+                     pcap: tuple[str, ...] = (), backend: str | None = None, punctual: bool = False) -> Experiment:
     """The experiment; repetition `rep` (from 1) runs with the seeds moved on by rep - 1, so
     the emulated loss and hashing differ between repetitions yet each stays reproducible.
     `pcap` adds link directions to capture (--pcap) to the spec's own; `backend` (--backend)
-    stands for the spec's."""
+    stands for the spec's; `punctual` (--punctual) makes the datapath punctual whatever the
+    spec says."""
     check_keys(data, SPEC_KEYS, "", "an experiment spec")
     params = _parse_params(data.get("params", {}))
     values = _apply_sets({p.name: p.default for p in params.values()}, params, sets)
@@ -216,11 +219,18 @@ def parse_experiment(data: dict[str, Any], sets: list[str], *, base_dir: Path,
         raise SpecError(f"{show(run_backend)} is no backend; choose one of {', '.join(RUN_BACKENDS)}",
                         field="--backend" if backend is not None else "backend")
 
+    if not isinstance(spec.get("punctual", False), bool):
+        raise SpecError(f"{show(spec['punctual'])} is not true or false; write punctual = true to have the datapath "
+                        "spin through the machine's late wake-ups (a core per busy worker), or leave it out",
+                        field="punctual")
+    punctual = punctual or spec.get("punctual", False)
+
     workloads = parse_workloads(spec.get("workloads", []), topology, duration_ns)
     probes = parse_probes(spec.get("probes", {}), topology, pcap)
     return Experiment(name=name, description=description.strip(), topology=topology,
                       workloads=tuple(workloads), probes=probes, duration_ns=duration_ns, seed=seed,
-                      params=values, preset=preset, source=source, repeat=repeat, backend=run_backend)
+                      params=values, preset=preset, source=source, repeat=repeat, backend=run_backend,
+                      punctual=punctual)
 
 
 # Parameters --------------------------------------------------------------------------------

@@ -103,6 +103,10 @@ class HostSpec:
 @dataclass(frozen=True)
 class SwitchSpec:
     name: str
+    # A namespace of its own with a Linux bridge, where commands can run. Without it, a switch
+    # whose links bloatlab's datapath serves is served inside the datapath (no namespace, no
+    # veths: a frame crosses the switch without leaving the process).
+    namespace: bool = False
 
 
 @dataclass(frozen=True)
@@ -165,7 +169,7 @@ class Topology:
             "seed": self.seed,
             "cc": self.cc,
             "hosts": [{"name": name, "address": self.address(name), "cc": spec.cc} for name, spec in self.hosts.items()],
-            "switches": [{"name": name} for name in self.switches],
+            "switches": [{"name": name, "namespace": spec.namespace} for name, spec in self.switches.items()],
             "links": links,
         }
 
@@ -186,7 +190,7 @@ class Topology:
                           queue_at=link.get("queue_at", "link"))
                  for link in data["links"]]
         return cls(hosts={h["name"]: HostSpec(h["name"], h.get("cc")) for h in data["hosts"]},
-                   switches={s["name"]: SwitchSpec(s["name"]) for s in data["switches"]},
+                   switches={s["name"]: SwitchSpec(s["name"], s.get("namespace", False)) for s in data["switches"]},
                    links=links, seed=data["seed"], cc=data.get("cc"))
 
 
@@ -322,6 +326,9 @@ class Experiment:
     preset: str | None = None
     source: str | None = None  # the spec file, or "preset NAME"
     backend: str = "emulation"  # one of RUN_BACKENDS: namespaces and links, or simulated in ns-3
+    # The userspace datapath wakes early enough for the machine's latest wake-ups and spins
+    # through them, for departures as punctual as the machine allows (docs/datapath.md, "Timing").
+    punctual: bool = False
 
     @property
     def duration_s(self) -> float:
@@ -336,7 +343,7 @@ class Experiment:
         return {
             "name": self.name, "description": self.description, "duration_s": self.duration_s,
             "seed": self.seed, "repeat": self.repeat, "topology": self.topology.to_dict(), "workloads": workloads,
-            "probes": self.probes.to_dict(), "backend": self.backend,
+            "probes": self.probes.to_dict(), "backend": self.backend, "punctual": self.punctual,
         }
 
     @classmethod
@@ -349,7 +356,7 @@ class Experiment:
                    workloads=tuple(WORKLOAD_TYPES[w["kind"]](**w) for w in data["workloads"]),
                    probes=Probes.from_dict(data["probes"]), duration_ns=round(data["duration_s"] * 1e9),
                    seed=data["seed"], repeat=data.get("repeat", 1), params=dict(params or {}), preset=preset, source=source,
-                   backend=data.get("backend", "emulation"))
+                   backend=data.get("backend", "emulation"), punctual=data.get("punctual", False))
 
 
 # Each workload kind's spec (WORKLOAD_KINDS, in order).

@@ -21,6 +21,7 @@ MAX_DELAY_NS = 10 * 10**9
 
 TOPOLOGY_KEYS = ("seed", "cc", "hosts", "switches", "links")
 HOST_KEYS = ("cc",)
+SWITCH_KEYS = ("namespace",)
 DIRECTION_KEYS = ("rate", "trace", "delay", "jitter", "loss", "queue")
 LINK_KEYS = ("name", "ends", *DIRECTION_KEYS, "backend", "queue_at", "forward", "reverse")
 
@@ -106,16 +107,17 @@ def parse_topology(data: dict[str, Any], where: str = "", base_dir: Path | None 
 
     return Topology(
         hosts={name: HostSpec(name, cc) for name, cc in hosts.items()},
-        switches={name: SwitchSpec(name) for name in switches},
+        switches={name: SwitchSpec(name, namespace) for name, namespace in switches.items()},
         links=links,
         seed=seed,
         cc=cc,
     )
 
 
-def _parse_nodes(data: dict[str, Any], kind: str, where: str) -> dict[str, str | None]:
+def _parse_nodes(data: dict[str, Any], kind: str, where: str) -> dict[str, Any]:
     """Host or switch names in file order, each with its congestion control if it is a host
-    that names one: [hosts.h1] cc = "reno". A switch's table is empty."""
+    that names one: [hosts.h1] cc = "reno"; each switch with whether it keeps a namespace of its
+    own: [switches.s0] namespace = true."""
     base = field_of(where, kind)
     singular = kind[:-1] if kind == "hosts" else "switch"
     raw = data.get(kind, {})
@@ -136,7 +138,13 @@ def _parse_nodes(data: dict[str, Any], kind: str, where: str) -> dict[str, str |
             )
         if not isinstance(table, dict):
             raise SpecError(f"must be a table; write [{kind}.{name}]", field=field_name)
-        check_keys(table, HOST_KEYS if kind == "hosts" else (), field_name, f"a {singular}")
+        check_keys(table, HOST_KEYS if kind == "hosts" else SWITCH_KEYS, field_name, f"a {singular}")
+        if kind == "switches" and not isinstance(table.get("namespace", False), bool):
+            raise SpecError(f"{show(table['namespace'])} is not true or false; write namespace = true to give the "
+                            "switch a namespace with a Linux bridge (to run commands on it), or leave it out",
+                            field=field_of(field_name, "namespace"))
+    if kind == "switches":
+        return {name: table.get("namespace", False) for name, table in raw.items()}
     return {name: congestion_control(table["cc"], field_of(field_of(base, name), "cc")) if "cc" in table else None
             for name, table in raw.items()}
 

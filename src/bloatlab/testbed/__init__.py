@@ -4,7 +4,7 @@ process, and takes them down again, also after a crash.
     network      build, attach to and remove networks (the only module that builds)
     links/       the link backends: one interface (base), kernel qdiscs, bloatlab-link
     datapath     the bloatlab-link contract: its config, process and stats
-    netns        namespaces and the iproute2 and ethtool verbs
+    netns        namespaces, and the netlink, ethtool and sysctl verbs the build uses
     state        the registry of networks (/run/bloatlab)
     capabilities what this kernel offers (probed qdiscs)
     machine      facts about the machine and its namespaces, for results

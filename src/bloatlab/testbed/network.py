@@ -3,7 +3,10 @@
 This is the only module that builds. Names:
     namespaces   bloatlab.NET.NODE for each host and switch, bloatlab.NET._dp for the datapath
     interfaces   <host>-eth0 on a host; <switch>-eth<i> on a switch, i counting its links from 0
-    switches     a Linux bridge br0 in the switch's namespace, every port enslaved
+    switches     inside the datapath where every link of the switch is a userspace one (no
+                 namespace, no interface: bloatlab-link forwards between the links), unless
+                 the spec gives it a namespace; else a Linux bridge br0 in the switch's
+                 namespace, every port enslaved
     hosts        10.0.0.N/24 (Topology.address) and /etc/netns/bloatlab.NET.HOST/hosts naming
                  every host, which `ip netns exec` mounts as /etc/hosts
 Everything built is recorded in /run/bloatlab/NET (state.py) before it is built, so `down`
@@ -14,7 +17,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import json
 import logging
 import os
 import re
@@ -83,6 +85,17 @@ def choose_backend(link: LinkSpec, kernel_qdiscs: dict[str, bool], index: int | 
     raise first.error(field(last.field), last.fix)
 
 
+def inner_switches(topology: Topology, backends: Sequence[str]) -> frozenset[str]:
+    """The switches the userspace datapath serves inside itself: those whose every link it
+    serves, and which the spec does not give a namespace (`namespace = true`). A frame then
+    crosses them without leaving the process, whatever the number of links on its path."""
+    served = {s for s in topology.switches if not topology.switches[s].namespace}
+    for link, backend in zip(topology.links, backends):
+        if backend != "userspace":
+            served -= set(link.ends)
+    return frozenset(served)
+
+
 def check_name(name: str) -> str:
     if not isinstance(name, str) or not NAME_RE.fullmatch(name):
         raise SpecError(f"{name!r} is not a valid network name; use 1 to 16 characters: a lowercase "
@@ -125,13 +138,15 @@ class Network:
 
     def __init__(self, topology: Topology, name: str, detach: bool = False, *,
                  qlog_dir: Path | None = None, qlog_directions: set[str] | None = None,
-                 captures: Captures | None = None, topology_path: str | Path | None = None):
+                 captures: Captures | None = None, topology_path: str | Path | None = None,
+                 punctual: bool = False):
         self.topology = topology
         self.name = check_name(name)
         self.detach = detach  # the datapath outlives this process (bloatlab up)
         self.qlog_dir = qlog_dir  # queue logs of userspace links, if wanted
         self.qlog_directions = qlog_directions  # of these directions ("s0->h2"); None: all
         self.captures = captures  # pcapng captures of userspace link directions, if wanted
+        self.punctual = punctual  # the datapath spins through the machine's late wake-ups
         self.topology_path = str(topology_path) if topology_path is not None else None
         self.backends: list[str] = []  # per link, known after up() or attach()
         self.host_cc: dict[str, str] = {}  # each host's default congestion control, after up() or attach()
@@ -156,7 +171,22 @@ class Network:
         if node not in self.topology.hosts and node not in self.topology.switches:
             nodes = ", ".join(self.topology.node_names())
             raise SpecError(f"no host {node!r} in network {self.name} (it has: {nodes})", field="host")
+        if node in self.inner_switches:
+            raise SpecError(f"switch {node} of network {self.name} is served inside the datapath and has no namespace "
+                            f"to run commands in; to give it one (a Linux bridge), write namespace = true in its "
+                            f"[switches.{node}] table", field="host")
         return namespace(self.name, node)
+
+    @property
+    def inner_switches(self) -> frozenset[str]:
+        """The switches served inside the datapath (known once the backends are)."""
+        return inner_switches(self.topology, self.backends)
+
+    def node_namespaces(self) -> dict[str, str]:
+        """Every node that has a namespace, with it: the hosts, and the switches not served
+        inside the datapath."""
+        return {node: namespace(self.name, node) for node in self.topology.node_names()
+                if node not in self.inner_switches}
 
     def address(self, host: str) -> str:
         self.namespace(host)  # the same error for an unknown host
@@ -198,9 +228,10 @@ class Network:
         if "userspace" in self.backends:
             capabilities.binary(DATAPATH_BINARY)  # missing, or of another version: said before building
         ports = [self._end_ports(index) for index in range(len(topo.links))]
+        inner = self.inner_switches
         for index, pair in enumerate(ports):
-            for port in pair:
-                if len(port.iface) > IFNAME_MAX:
+            for node, port in zip(topo.links[index].ends, pair):
+                if node not in inner and len(port.iface) > IFNAME_MAX:
                     raise SpecError(f"interface name {port.iface!r} is longer than Linux allows ({IFNAME_MAX}); "
                                     "use a shorter node name", field=f"links[{index}].ends")
         return ports
@@ -221,7 +252,7 @@ class Network:
         return self.backends[index] == "userspace" or self.topology.links[index].queue_at == "link"
 
     def _namespaces(self) -> list[str]:
-        names = [namespace(self.name, node) for node in self.topology.node_names()]
+        names = list(self.node_namespaces().values())
         if any(self._in_middle(index) for index in range(len(self.backends))):
             names.append(self.datapath_namespace)
         return names
@@ -259,43 +290,30 @@ class Network:
 
     def _build(self, ports: list[tuple[Port, Port]], on_hosts: Callable[[], None] | None) -> None:
         topo = self.topology
-        for node in topo.hosts:
-            ns = namespace(self.name, node)
-            netns.add(ns)
-            netns.ip(ns, "link", "set", "lo", "up")
-            if topo.host_cc(node) is not None:
-                netns.sysctl(ns, CC_SYSCTL, topo.host_cc(node))
-            # What the host's sockets get unless they choose: set above, or the machine's.
-            self.host_cc[node] = netns.read_sysctl(ns, CC_SYSCTL)
-            self._write_etc(node)
-        for node in topo.switches:
-            ns = namespace(self.name, node)
-            netns.add(ns)
-            self._silence_ipv6(ns)
-            netns.ip(ns, "link", "add", BRIDGE, "type", "bridge")
-            netns.ip(ns, "link", "set", BRIDGE, "up")
-        if self.datapath_namespace in self._namespaces():
-            netns.add(self.datapath_namespace)
-            self._silence_ipv6(self.datapath_namespace)
-        site = Site(topo, self.datapath_namespace, self.state_dir, detach=self.detach, qlog_dir=self.qlog_dir,
-                    qlog_directions=self.qlog_directions, captures=self.captures)
-        builders = {name: LINK_BACKENDS[name](site) for name in dict.fromkeys(self.backends)}
+        # Closed before up() tears anything down: a socket into a namespace keeps it alive.
+        with netns.Netlink() as netlink:
+            self._build_hosts(netlink)
+            self._build_switches(netlink)
+            if self.datapath_namespace in self._namespaces():
+                netns.add(self.datapath_namespace)
+                self._silence_ipv6([self.datapath_namespace])
+            site = Site(topo, self.datapath_namespace, self.state_dir, detach=self.detach, qlog_dir=self.qlog_dir,
+                        qlog_directions=self.qlog_directions, captures=self.captures,
+                        inner_switches=self.inner_switches, punctual=self.punctual)
+            builders = {name: LINK_BACKENDS[name](site) for name in dict.fromkeys(self.backends)}
+            for index, (link, (a, b)) in enumerate(zip(topo.links, ports)):
+                builders[self.backends[index]].add_link(index, link, a, b)
+            self._bring_up_ends(netlink, ports)
 
-        for index, (link, (a, b)) in enumerate(zip(topo.links, ports)):
-            builders[self.backends[index]].add_link(index, link, a, b)
-            for node, port in zip(link.ends, (a, b)):
-                if node in topo.hosts:
-                    netns.ip(port.ns, "addr", "add", f"{topo.address(node)}/24", "dev", port.iface)
-                    netns.ip(port.ns, "link", "set", port.iface, "up")
-                else:
-                    netns.ip(port.ns, "link", "set", port.iface, "master", BRIDGE, "up")
-
-        if on_hosts is not None:
-            on_hosts()
-        ends = [port for pair in ports for port in pair]
-        ends += [Port(self.datapath_namespace, iface) for index in range(len(topo.links))
-                 if self._in_middle(index) for iface in middle_ifaces(index)]
-        self._wait_until_running(ends)
+            if on_hosts is not None:
+                on_hosts()
+            inner = self.inner_switches
+            ends = [port for link, pair in zip(topo.links, ports) for node, port in zip(link.ends, pair)
+                    if node not in inner]
+            ends += [Port(self.datapath_namespace, iface) for index, link in enumerate(topo.links)
+                     if self._in_middle(index) for node, iface in zip(link.ends, middle_ifaces(index))
+                     if node not in inner]
+            self._wait_until_running(ends)
         for builder in builders.values():
             builder.start()  # once, after every veth exists
             if builder.daemon is not None:
@@ -304,6 +322,44 @@ class Network:
         self._state.host_cc = self.host_cc
         self._state.status = "up"
         self._state.save()
+
+    def _build_hosts(self, netlink: netns.Netlink) -> None:
+        """Every host's namespace, its congestion control and its /etc/netns files."""
+        topo = self.topology
+        hosts = {node: namespace(self.name, node) for node in topo.hosts}
+        netns.add(*hosts.values())
+        netns.write_sysctls({ns: {CC_SYSCTL: topo.host_cc(node)} for node, ns in hosts.items()
+                             if topo.host_cc(node) is not None})
+        # What the hosts' sockets get unless they choose: set above, or the machine's.
+        cc = netns.read_sysctls(hosts.values(), CC_SYSCTL)
+        self.host_cc = {node: cc[ns] for node, ns in hosts.items()}
+        netlink.open(hosts.values())
+        for node, ns in hosts.items():
+            netlink.set_link(ns, "lo", up=True)
+            self._write_etc(node)
+
+    def _build_switches(self, netlink: netns.Netlink) -> None:
+        """Every switch's namespace and its bridge, which _bring_up_ends enslaves its ports to
+        (but for those served inside the datapath, which have neither)."""
+        switches = [namespace(self.name, node) for node in self.topology.switches if node not in self.inner_switches]
+        netns.add(*switches)
+        self._silence_ipv6(switches)
+        for ns in switches:
+            netlink.add_bridge(ns, BRIDGE)
+
+    def _bring_up_ends(self, netlink: netns.Netlink, ports: list[tuple[Port, Port]]) -> None:
+        """The nodes' ends of the links, up: a host's with its address, a switch's in its bridge."""
+        topo = self.topology
+        inner = self.inner_switches
+        for link, pair in zip(topo.links, ports):
+            for node, port in zip(link.ends, pair):
+                if node in inner:
+                    continue  # a port of a switch inside the datapath: no interface
+                if node in topo.hosts:
+                    netlink.add_address(port.ns, port.iface, f"{topo.address(node)}/24")
+                    netlink.set_link(port.ns, port.iface, up=True)
+                else:
+                    netlink.set_link(port.ns, port.iface, master=BRIDGE, up=True)
 
     @staticmethod
     def _wait_until_running(ports: list[Port], timeout_s: float = 5.0) -> None:
@@ -316,10 +372,7 @@ class Network:
         deadline = time.monotonic() + timeout_s
         waiting = set(ports)
         while True:
-            for ns in {port.ns for port in waiting}:
-                running = {link["ifname"] for link in json.loads(netns.ip(ns, "-j", "link", "show"))
-                           if link.get("operstate") == "UP"}
-                waiting -= {Port(ns, iface) for iface in running}
+            waiting -= {Port(ns, iface) for ns, iface in netns.running((port.ns, port.iface) for port in waiting)}
             if not waiting:
                 return
             if time.monotonic() > deadline:
@@ -328,10 +381,11 @@ class Network:
             time.sleep(0.02)
 
     @staticmethod
-    def _silence_ipv6(ns: str) -> None:
+    def _silence_ipv6(namespaces: list[str]) -> None:
         # Bridges and datapath ends would otherwise send router solicitations and MLD reports
         # into the links under test. "default" covers interfaces created from now on.
-        netns.sysctls(ns, {f"net.ipv6.conf.{scope}.disable_ipv6": 1 for scope in ("all", "default")})
+        netns.write_sysctls({ns: {f"net.ipv6.conf.{scope}.disable_ipv6": 1 for scope in ("all", "default")}
+                             for ns in namespaces})
 
     def _write_etc(self, host: str) -> None:
         etc = ETC_NETNS / namespace(self.name, host)
@@ -507,7 +561,7 @@ def _delete_namespaces(namespaces: list[str], errors: list[BloatlabError]) -> li
         try:
             netns.delete(ns)
             removed.append(f"namespace {ns}")
-        except proc.CommandError as e:
+        except BloatlabError as e:
             errors.append(e)
     return removed
 

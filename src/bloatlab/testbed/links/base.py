@@ -78,6 +78,8 @@ class Site:
     qlog_dir: Path | None = None  # queue logs of userspace links, if wanted
     qlog_directions: set[str] | None = None  # of these directions ("s0->h2"); None: all
     captures: Captures | None = None  # pcapng captures of userspace link directions
+    inner_switches: frozenset[str] = frozenset()  # switches the datapath serves inside itself
+    punctual: bool = False  # the datapath spins through the machine's late wake-ups (datapath.PUNCTUAL)
 
 
 class Daemon(Protocol):

@@ -179,14 +179,14 @@ class KernelBackend(LinkBackend):
             netns.offloads_off([(a.ns, a.iface), (b.ns, b.iface)])
         else:
             bridge = self.bridge(index)
-            netns.ip(self.site.dp_ns, "link", "add", bridge, "type", "bridge")
-            netns.ip(self.site.dp_ns, "link", "set", bridge, "up")
             pairs = list(zip((a, b), middle_ifaces(index)))
-            for node_port, mid in pairs:
-                netns.veth_pair(node_port.ns, node_port.iface, self.site.dp_ns, mid)
-            netns.offloads_off([end for port, mid in pairs for end in ((port.ns, port.iface), (self.site.dp_ns, mid))])
-            for _, mid in pairs:
-                netns.ip(self.site.dp_ns, "link", "set", mid, "master", bridge, "up")
+            with netns.Netlink() as netlink:
+                netlink.add_bridge(self.site.dp_ns, bridge)
+                for node_port, mid in pairs:
+                    netns.veth_pair(node_port.ns, node_port.iface, self.site.dp_ns, mid)
+                netns.offloads_off([end for port, mid in pairs for end in ((port.ns, port.iface), (self.site.dp_ns, mid))])
+                for _, mid in pairs:
+                    netlink.set_link(self.site.dp_ns, mid, master=bridge, up=True)
         for which, end in (("forward", a), ("reverse", b)):
             direction = getattr(link, which)
             port = self.qdisc_port(self.site.dp_ns, index, link, a, b, which)

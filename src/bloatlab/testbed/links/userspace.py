@@ -1,17 +1,20 @@
 """The userspace backend: bloatlab-link serves every userspace link of a network from one
-process in the datapath namespace, between two veth pairs per link (docs/datapath.md).
+process in the datapath namespace (docs/datapath.md). A link's end at a host, or at a switch
+with a namespace of its own, is a veth pair into the datapath namespace; an end at a switch
+served inside the datapath is a port of that switch, with no interface at all.
 """
 
 from __future__ import annotations
 
 from bloatlab.specs.model import LinkSpec
 from bloatlab.testbed import netns
-from bloatlab.testbed.datapath import Datapath, direction_config, write_config
+from bloatlab.testbed.datapath import PUNCTUAL, Datapath, direction_config, write_config
 from bloatlab.testbed.links.base import DIRECTIONS, LinkBackend, Port, Refusal, Site, middle_ifaces
 
 
 class UserspaceBackend(LinkBackend):
-    """Two veth pairs per link into the datapath namespace; one bloatlab-link serves them all."""
+    """A veth pair per link end into the datapath namespace (none at a switch served inside it);
+    one bloatlab-link serves them all."""
 
     name = "userspace"
 
@@ -27,16 +30,23 @@ class UserspaceBackend(LinkBackend):
         self.links: list[dict] = []  # config entries, one per link
 
     def add_link(self, index: int, link: LinkSpec, a: Port, b: Port) -> None:
-        a_dp, b_dp = middle_ifaces(index)
-        pairs = [(a, a_dp), (b, b_dp)]
-        for node_port, dp_iface in pairs:
-            netns.veth_pair(node_port.ns, node_port.iface, self.site.dp_ns, dp_iface)
-        netns.offloads_off([end for port, mid in pairs for end in ((port.ns, port.iface), (self.site.dp_ns, mid))])
-        for _, dp_iface in pairs:
-            # The datapath reads every frame on its ends, whatever the destination MAC.
-            netns.ip(self.site.dp_ns, "link", "set", dp_iface, "promisc", "on", "up")
+        ends: dict[str, str] = {}
+        pairs = []
+        for side, node, node_port, dp_iface in zip("ab", link.ends, (a, b), middle_ifaces(index)):
+            if node in self.site.inner_switches:
+                ends[f"{side}_switch"] = node
+            else:
+                ends[f"{side}_iface"] = dp_iface
+                pairs.append((node_port, dp_iface))
+        with netns.Netlink() as netlink:
+            for node_port, dp_iface in pairs:
+                netns.veth_pair(node_port.ns, node_port.iface, self.site.dp_ns, dp_iface)
+            netns.offloads_off([end for port, mid in pairs for end in ((port.ns, port.iface), (self.site.dp_ns, mid))])
+            for _, dp_iface in pairs:
+                # The datapath reads every frame on its ends, whatever the destination MAC.
+                netlink.set_link(self.site.dp_ns, dp_iface, promisc=True, up=True)
         self.links.append({
-            "name": link.name, "a_iface": a_dp, "b_iface": b_dp,
+            "name": link.name, **ends,
             **{which: {**direction_config(getattr(link, which), self.site.topology.direction_seed(index, which)),
                        "qlog": self.site.qlog_directions is None or link.direction_name(which) in self.site.qlog_directions,
                        **self._capture(link.direction_name(which))}
@@ -62,6 +72,6 @@ class UserspaceBackend(LinkBackend):
         if self.site.captures is not None:
             self.site.captures.dir.mkdir(parents=True, exist_ok=True)
         write_config(config_path, netns=self.site.dp_ns, stats_path=stats_path, log_dir=self.site.qlog_dir,
-                     links=self.links)
+                     links=self.links, settings=PUNCTUAL if self.site.punctual else None)
         self.daemon = Datapath.start(config_path, stats_path, self.site.state_dir / "datapath.log",
                                      detach=self.site.detach)

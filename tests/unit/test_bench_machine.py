@@ -330,3 +330,16 @@ def test_the_plan_puts_each_switched_rate_beside_one_link_and_kernel_bridges(mon
         ("userspace", 10**9, True), ("userspace", 10**9, False), ("kernel", 10**9, True),
         ("userspace", 25 * 10**8, True), ("userspace", 25 * 10**8, False), ("kernel", 25 * 10**8, True)]
     assert all(not c.udp and not c.delay_ns for c in plan)
+
+
+def test_switched_fast_alternates_its_pair_in_rounds_and_takes_the_median_ratio(monkeypatch):
+    monkeypatch.setattr(capabilities, "kernel_qdiscs", lambda names: {n: False for n in names})
+    plan = _plan(["switched_fast"], [10**9], 3)
+    fast = [(c.round, c.switched) for c in plan if c.rate_bps == 25 * 10**8]
+    assert fast == [(1, True), (1, False), (2, True), (2, False), (3, True), (3, False)]
+    g25 = 25 * 10**8
+    results = [switched("userspace", g25, s, through_s0=sw) for s, sw in
+               ((0.70, True), (0.83, False), (0.79, True), (0.79, False), (0.80, True), (0.82, False))]
+    t = judge(results, ["switched_fast"])["switched_fast"]
+    assert t.value == pytest.approx(0.80 / 0.82) and t.ok  # ratios 0.843, 1.0, 0.976: the median
+    assert t.detail.startswith("median of 3 alternating rounds: 0.843, 0.976, 1.000")

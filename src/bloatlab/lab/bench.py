@@ -385,13 +385,15 @@ def _measure(net: Network, case: Case, res: CaseResult, duration_s: float,
         whole = dp.stats()
         if (share := batching_share(stats0, whole)) is not None:
             res.batching_pct = 100 * share
-        stats = whole["links"]["h1-h2"]
-        fwd = stats["forward"]["depart_error_ns"]
+        # Lateness where the flow's frames leave the datapath, toward h2 (its last link's forward
+        # direction: h1-h2's, or through s0 s0-h2's); drops on every direction.
+        fwd = whole["links"][net.topology.links[-1].name]["forward"]["depart_error_ns"]
         res.depart_error_p50_us = fwd["p50"] / 1e3
         res.depart_error_p99_us = fwd["p99"] / 1e3
-        for d in ("forward", "reverse"):
-            for reason, n in stats[d]["drops"].items():
-                res.drops[reason] = res.drops.get(reason, 0) + n
+        for pair in whole["links"].values():
+            for d in pair.values():
+                for reason, n in d["drops"].items():
+                    res.drops[reason] = res.drops.get(reason, 0) + n
         unintended += sum(res.drops.get(k, 0) for k in ("rx_overrun", "tx_error", "oversize", "runt"))
     res.unintended_drops = unintended
 

@@ -49,6 +49,7 @@ IFNAME_MAX = 15  # Linux IFNAMSIZ - 1
 BRIDGE = "br0"
 DP_NODE = "_dp"
 CC_SYSCTL = "net.ipv4.tcp_congestion_control"
+RS_SYSCTL = "net.ipv6.conf.default.router_solicitations"
 
 # The link backends, by the name a spec chooses them with; "auto" tries them in this order.
 LINK_BACKENDS: dict[str, type[LinkBackend]] = {b.name: b for b in (KernelBackend, UserspaceBackend)}
@@ -328,8 +329,12 @@ class Network:
         topo = self.topology
         hosts = {node: namespace(self.name, node) for node in topo.hosts}
         netns.add(*hosts.values())
-        netns.write_sysctls({ns: {CC_SYSCTL: topo.host_cc(node)} for node, ns in hosts.items()
-                             if topo.host_cc(node) is not None})
+        # No router answers in a lab network, and Linux solicits one for ever (4, 8, 16 s... apart):
+        # each solicitation would cross the links under test, flooded to every host, so a
+        # 100-host star never fell idle. Interfaces made from now on take "default".
+        quiet = {RS_SYSCTL: 0}
+        netns.write_sysctls({ns: {**quiet, **({CC_SYSCTL: topo.host_cc(node)} if topo.host_cc(node) is not None else {})}
+                             for node, ns in hosts.items()})
         # What the hosts' sockets get unless they choose: set above, or the machine's.
         cc = netns.read_sysctls(hosts.values(), CC_SYSCTL)
         self.host_cc = {node: cc[ns] for node, ns in hosts.items()}

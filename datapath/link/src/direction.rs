@@ -14,7 +14,7 @@ use bloatlab_core::{Instant, Pipeline};
 use bloatlab_link::capture::{Capture, CaptureCounts};
 use bloatlab_link::config::MAX_DEAF_NS;
 
-use crate::clock::monotonic_now;
+use crate::clock::{monotonic_now, WakeupLead};
 use crate::socket::{PacketSocket, TxBatch};
 
 /// Whether a sleep of `sleep_ns` must end early for an arrival. No frame arriving from now on
@@ -130,14 +130,17 @@ pub struct Dir {
     pub dirty: bool,
     /// When it last handed frames to the kernel (a cold send path is walked before the next).
     pub last_tx_ns: u64,
+    /// How long before its departures its worker must stop sleeping, learnt from the sleeps
+    /// the worker took for them.
+    pub lead: WakeupLead,
     drops: Vec<DropRecord>,
     events: Vec<Event>,
 }
 
 impl Dir {
-    pub fn new(name: String, pipe: Pipeline, output: Output, log: Option<BufWriter<File>>, capture: Option<Capture>, shared: Arc<Mutex<Snapshot>>) -> Self {
+    pub fn new(name: String, pipe: Pipeline, output: Output, log: Option<BufWriter<File>>, capture: Option<Capture>, shared: Arc<Mutex<Snapshot>>, lead: WakeupLead) -> Self {
         let late = LatenessHistogram::new();
-        Dir { name, pipe, output, ring: None, log, capture, shared, late, rx_overrun: 0, tx_error: 0, late_arrivals: 0, late_arrival_max_ns: 0, dirty: true, last_tx_ns: 0, drops: Vec::new(), events: Vec::with_capacity(1024) }
+        Dir { name, pipe, output, ring: None, log, capture, shared, late, rx_overrun: 0, tx_error: 0, late_arrivals: 0, late_arrival_max_ns: 0, dirty: true, last_tx_ns: 0, lead, drops: Vec::new(), events: Vec::with_capacity(1024) }
     }
 
     /// A frame handed on by a switch, due at `at`; never before this direction's clock.

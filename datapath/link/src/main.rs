@@ -374,7 +374,7 @@ fn main() {
         let snap = Arc::new(Mutex::new(Snapshot::default()));
         snapshots.push(snap.clone());
         let w = &mut workers[d.worker];
-        let mut dir = Dir::new(name, pipe, output, log, capture, snap);
+        let mut dir = Dir::new(name, pipe, output, log, capture, snap, settings.wakeup_lead());
         if let Some(ring) = rings[d.id].take() {
             dir.ring = Some(w.rings.len());
             w.rings.push(Ring::new(ring.unwrap_or_else(|e| fail(e)), w.dirs.len()));

@@ -65,6 +65,13 @@ pub struct Settings {
     pub batching: Option<Batching>,
 }
 
+impl Settings {
+    /// A direction's (or the worker's) learnt lead, within the settings' bounds.
+    pub fn wakeup_lead(&self) -> WakeupLead {
+        WakeupLead::covering(self.spin_ns, self.max_lead_ns.max(self.spin_ns), self.lead_quantile)
+    }
+}
+
 /// A ring a worker reads, and the direction its frames enter.
 pub struct Ring {
     pub rx: RxRing,
@@ -245,7 +252,9 @@ impl Worker {
         };
         let mut wakeups = LatenessHistogram::new();
         let mut spin = SpinBudget::default();
-        let mut wakeup = WakeupLead::covering(s.spin_ns, s.max_lead_ns.max(s.spin_ns), s.lead_quantile);
+        // Each direction learns the lead of its own departures; this one, of frames handed on by
+        // another worker and not yet due (their arrival is what the worker wakes for).
+        let mut wakeup = s.wakeup_lead();
         let mut rt_offset = realtime_offset_ns();
         let mut last_publish = 0u64;
         let mut last_marked_ns = 0u64;
@@ -362,7 +371,11 @@ impl Worker {
                 continue;
             };
             let to_departure = next.nanos().saturating_sub(now);
-            let lead = if s.spin_ns == 0 { 0 } else { wakeup.lead_ns(to_departure, now) };
+            let learnt = match next_dir {
+                Some(d) => &mut self.dirs[d].lead,
+                None => &mut wakeup,
+            };
+            let lead = if s.spin_ns == 0 { 0 } else { learnt.lead_ns(to_departure, now) };
             // While the hosts wait for CPU (sched::CpuPressure), a worker past a smaller spin
             // share sleeps at least `sleep_ns`, deaf, and sends what fell due meanwhile at once.
             let batching = s.batching.filter(|_| BATCHING.load(Ordering::Relaxed));
@@ -411,7 +424,10 @@ impl Worker {
                 let ahead = if sleep + lead == to_departure { to_departure } else { sleep };
                 let woke = monotonic_now().nanos();
                 let late = woke.saturating_sub(now + sleep);
-                wakeup.record(ahead, late, woke);
+                match next_dir {
+                    Some(d) => self.dirs[d].lead.record(ahead, late, woke),
+                    None => wakeup.record(ahead, late, woke),
+                }
                 wakeups.add(late);
             }
         }

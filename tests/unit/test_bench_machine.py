@@ -278,8 +278,8 @@ def test_a_cpu_bound_miss_says_where_its_busiest_worker_spent_its_core():
 
 def switched(backend: str, rate: int, share: float, through_s0: bool = True) -> CaseResult:
     cap = rate * 1448 / 1514 / 1e6
-    return CaseResult(Case(backend, rate, 0, udp=False, switched=through_s0), tcp_goodput_mbps=share * cap,
-                      tcp_capacity_mbps=cap)
+    return CaseResult(Case(backend, rate, 0, udp=False, switched=through_s0, beside=not through_s0),
+                      tcp_goodput_mbps=share * cap, tcp_capacity_mbps=cap)
 
 
 def test_the_switched_targets_set_cs244s_dumbbell_beside_one_link_and_kernel_bridges():
@@ -329,7 +329,16 @@ def test_the_plan_puts_each_switched_rate_beside_one_link_and_kernel_bridges(mon
     assert [(c.backend, c.rate_bps, c.switched) for c in plan] == [
         ("userspace", 10**9, True), ("userspace", 10**9, False), ("kernel", 10**9, True),
         ("userspace", 25 * 10**8, True), ("userspace", 25 * 10**8, False), ("kernel", 25 * 10**8, True)]
-    assert all(not c.udp and not c.delay_ns for c in plan)
+    assert all(not c.udp and not c.delay_ns and (c.switched or c.beside) for c in plan)
+
+
+def test_the_switched_targets_cases_are_not_taken_for_shaped_rates():
+    g = 1_000_000_000
+    results = [tcp("kernel", 2300), shaped("userspace", g, 0.99, 0.99), switched("userspace", g, 0.5),
+               switched("userspace", g, 0.5, through_s0=False), switched("kernel", g, 0.4)]
+    t = judge(results, ["shaped_tcp", "shaped_udp"])
+    assert "share of capacity: 1 Gbit/s 99.0%;" in t["shaped_tcp"].detail + ";"
+    assert "htb" not in t["shaped_tcp"].detail and t["shaped_udp"].value == pytest.approx(0.99)
 
 
 def test_switched_fast_alternates_its_pair_in_rounds_and_takes_the_median_ratio(monkeypatch):

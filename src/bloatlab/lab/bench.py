@@ -70,6 +70,9 @@ class Case:
     udp: bool = True  # a shaped case also sends UDP at 1.1 x its rate
     # cs244's h1 - s0 - h2 rather than one link: both links at the case's rate and delay
     switched: bool = False
+    # one link measured beside a switched case (bench machine's switched targets), not one of
+    # the shaped rates
+    beside: bool = False
 
     @property
     def label(self) -> str:

@@ -452,7 +452,7 @@ def _plan(names: list[str], rates: list[int], rounds: int) -> list[Case]:
             for n in range(1, repeat + 1):
                 tag = n if repeat > 1 else None
                 cases.append(Case("userspace", rate, 0, tag, udp=False, switched=True))
-                cases.append(Case("userspace", rate, 0, tag, udp=False))
+                cases.append(Case("userspace", rate, 0, tag, udp=False, beside=True))
             if htb:
                 cases.append(Case("kernel", rate, 0, udp=False, switched=True))
     return cases
@@ -543,9 +543,9 @@ def run_machine(names: list[str], limits: dict[str, float], rates: list[int], du
 
 
 def _shaped(results: list[CaseResult], backend: str) -> list[CaseResult]:
-    """The backend's shaped cases without delay, by rate."""
-    return sorted((r for r in results if r.case.backend == backend and r.case.rate_bps and not r.case.delay_ns),
-                  key=lambda r: r.case.rate_bps or 0)
+    """The backend's shaped cases without delay, by rate (not the switched targets' own)."""
+    return sorted((r for r in results if r.case.backend == backend and r.case.rate_bps and not r.case.delay_ns
+                   and not r.case.switched and not r.case.beside), key=lambda r: r.case.rate_bps or 0)
 
 
 def _highest_within(cases: list[CaseResult]) -> CaseResult | None:
@@ -702,7 +702,8 @@ def verdicts(names: list[str], limits: dict[str, float], results: list[CaseResul
 
             def every(backend: str, switched: bool) -> list[CaseResult]:
                 return [r for r in results if r.case.backend == backend and r.case.rate_bps == rate
-                        and r.case.switched == switched and not r.case.delay_ns and r.tcp_goodput_mbps]
+                        and (r.case.switched if switched else r.case.beside) and not r.case.delay_ns
+                        and r.tcp_goodput_mbps]
 
             # The round whose ratio is the median (switched_fast's alternate), or the one pair.
             pairs = sorted(zip(every("userspace", True), every("userspace", False)),

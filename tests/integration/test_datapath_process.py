@@ -325,6 +325,12 @@ def test_a_signal_stops_it_cleanly(wire, started, sig):
 
     stats = wire.stats()
     assert stats["running"] is False and stats["pid"] == child.pid
+    # The sentinels, a CPU each, slept while the pings flowed (0.2 s of them, 1 ms at a time), and
+    # their time-weighted lateness is within what their sleeps took.
+    watch = stats["sentinel"]
+    assert watch["sentinels"] == len(os.sched_getaffinity(0)) and watch["late_ns"]["count"] >= 50, watch
+    assert 0.05e9 * watch["sentinels"] <= watch["span_ns"] <= (until_ns - since_ns) * watch["sentinels"], watch
+    assert 0 <= watch["late_at_random_ns"]["p99"] <= watch["late_ns"]["max"], watch
     for which, at_least in (("forward", pings), ("reverse", pings)):  # echo requests, echo replies
         log = wire.qlog(which)
         assert set(np.unique(log["kind"])) <= {KIND_ENQUEUE, KIND_DEQUEUE, KIND_DROP}, which

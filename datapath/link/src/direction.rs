@@ -63,6 +63,31 @@ impl LatenessHistogram {
         }
         self.max_ns
     }
+    /// How late something due at a moment taken at random over `span_ns` would have been, at
+    /// quantile `q`, where these are the overshoots of sleeps that filled the span back to back
+    /// (the sentinel's): a sleep that overshot by `o` holds up what falls due in its last `o`,
+    /// by between 0 and `o`. So one stall of 12 ms weighs as the 12 ms it lasted, not as one
+    /// sleep among thousands, as it weighs for the departures it holds up. The smallest `x`
+    /// with sum(max(0, o - x)) <= (1 - q) * span, in ns; buckets count at their middle.
+    pub fn at_random_ns(&self, q: f64, span_ns: u64) -> u64 {
+        let allowed = (1.0 - q) * span_ns as f64;
+        let (mut above, mut sum_above) = (0.0f64, 0.0f64); // count and total (ns) above the bucket
+        for i in (0..Self::BUCKETS).rev() {
+            let x = i as f64 * 1_000.0; // the bucket's lower edge
+            let n = self.buckets[i] as f64;
+            let value = if i == Self::BUCKETS - 1 { self.max_ns.max(x as u64) as f64 } else { x + 500.0 };
+            // The time held up past x, counting this bucket: if more than allowed, the answer
+            // lies in this bucket, where that time falls linearly with x.
+            let (c, s) = (above + n, sum_above + n * value);
+            if s - c * x > allowed {
+                let at = if c > 0.0 { (s - allowed) / c } else { x };
+                return at.clamp(x, x + 1_000.0).min(self.max_ns as f64) as u64;
+            }
+            (above, sum_above) = (c, s);
+        }
+        0
+    }
+
     pub fn summary(&self) -> LatenessSummary {
         LatenessSummary { count: self.count, p50_ns: self.quantile_ns(0.5), p99_ns: self.quantile_ns(0.99), max_ns: self.max_ns }
     }
@@ -278,6 +303,26 @@ mod tests {
         // A sleep longer than the delay listens: the frame could be due before it ends.
         assert!(listens(200_001, 200_000));
         assert!(!listens(200_000, 200_000));
+    }
+
+    #[test]
+    fn at_a_random_moment_a_stall_weighs_as_long_as_it_lasted() {
+        // 10,000 sleeps of 1 ms that overshot by 30 us, and one that overshot by 12 ms: per
+        // sleep the p99 is 30 us, yet the stall holds up 12 of the span's 10.3 s. At a random
+        // moment: 12 ms - x + 10,000 * (30.5 us - x) <= 1% of 10,313 ms at x >= 21.4 us.
+        let mut h = LatenessHistogram::new();
+        for _ in 0..10_000 {
+            h.add(30_000);
+        }
+        h.add(12_000_000);
+        let span = 10_000 * 1_030_000 + 1_012_000 + 12_000_000;
+        assert_eq!(h.quantile_ns(0.99), 31_000);
+        assert_eq!(h.at_random_ns(0.99, span), 21_384);
+        // With the stall alone taking 5% of the span, the p99 is within it.
+        let mut stalled = LatenessHistogram::new();
+        stalled.add(50_000_000);
+        assert!((40_000_000..40_001_000).contains(&stalled.at_random_ns(0.99, 1_000_000_000))); // to a bucket
+        assert_eq!(LatenessHistogram::new().at_random_ns(0.99, 1_000_000_000), 0);
     }
 
     #[test]

@@ -28,7 +28,7 @@ use bloatlab_link::config::Config;
 use bloatlab_link::plan::{End, Plan};
 use direction::{Dir, LatenessSummary, Output, Snapshot};
 use handoff::Inbox;
-use sentinel::SentinelReport;
+use sentinel::Watch;
 use socket::{ifindex, PacketSocket, RxRing, TxBatch};
 use wake::{Epoll, EventFd};
 use worker::{Ring, Settings, Worker, WorkerReport};
@@ -218,7 +218,7 @@ struct Reports {
     links: Vec<(String, [DirReport; 2])>,
     workers: Vec<WorkerEntry>,
     switch_names: Vec<String>,
-    sentinel: Option<Arc<Mutex<SentinelReport>>>,
+    sentinel: Option<Arc<Mutex<Watch>>>,
     started_ns: u64,
 }
 
@@ -252,8 +252,10 @@ impl Reports {
             .map(|(name, c)| (name.clone(), json!({"forwarded": c.forwarded, "flooded": c.flooded, "filtered": c.filtered, "blocked": c.blocked})))
             .collect();
         let sentinel = self.sentinel.as_ref().map_or(Value::Null, |s| {
-            let s = *s.lock().unwrap();
-            json!({"late_ns": lateness_json(&s.late), "sleep_p50_ns": s.sleep_p50_ns, "cpu_ns": s.cpu_ns, "rt_priority": s.rt_priority})
+            let s = s.lock().unwrap().report();
+            json!({"late_ns": lateness_json(&s.late), "late_at_random_ns": {"p50": s.at_random_p50_ns, "p99": s.at_random_p99_ns},
+                   "span_ns": s.span_ns, "sleep_p50_ns": s.sleep_p50_ns, "cpu_ns": s.cpu_ns, "rt_priority": s.rt_priority,
+                   "sentinels": s.sentinels})
         });
         json!({"pid": std::process::id(), "running": running, "clock": "monotonic",
                "realtime_offset_ns": rt_offset,
@@ -294,6 +296,7 @@ fn main() {
     }
     let cfg = Config::load(&usage.config).unwrap_or_else(|e| die(2, e));
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let sentinel_cpus = sentinel::cpus();
     let plan = Plan::new(&cfg, cores).unwrap_or_else(|e| die(2, e));
     if let Some(ns) = &cfg.netns {
         enter_netns(ns).unwrap_or_else(|e| die(2, format!("netns: cannot enter {ns}: {e}")));
@@ -385,7 +388,7 @@ fn main() {
         links: cfg.links.iter().enumerate().map(|(i, l)| (l.name.clone(), [(snapshots[2 * i].clone(), plan.dirs[2 * i].worker), (snapshots[2 * i + 1].clone(), plan.dirs[2 * i + 1].worker)])).collect(),
         workers: Vec::new(),
         switch_names: plan.switch_names.clone(),
-        sentinel: cfg.sentinel.then(|| Arc::new(Mutex::new(SentinelReport::default()))),
+        sentinel: cfg.sentinel.then(|| Arc::new(Mutex::new(Watch::new(sentinel_cpus.len())))),
         started_ns: now.nanos(),
     };
 
@@ -395,7 +398,10 @@ fn main() {
     let mut pressure = sched::CpuPressure::new(cfg.batching);
     let activity = EventFd::new().unwrap_or_else(|e| die(1, format!("eventfd: {e}")));
     sched::ACTIVITY_BELL.store(activity.fd(), Ordering::Relaxed);
-    let sentinel_bell = Arc::new(EventFd::new().unwrap_or_else(|e| die(1, format!("eventfd: {e}"))));
+    let sentinel_bells: Vec<Arc<EventFd>> = sentinel_cpus
+        .iter()
+        .map(|_| Arc::new(EventFd::new().unwrap_or_else(|e| die(1, format!("eventfd: {e}")))))
+        .collect();
 
     let mut reports = reports;
     let mut handles = Vec::new();
@@ -430,13 +436,15 @@ fn main() {
     // The first report is the readiness signal: failing it is a config error.
     write_stats(&stats_path, &reports.json(true, rt_offset, sched_state(&latency, &pressure)))
         .unwrap_or_else(|e| die(2, format!("stats_path: {}: {e}", stats_path.display())));
-    let sentinel = reports.sentinel.clone().map(|out| {
-        let (bell, stop_fd, prio) = (sentinel_bell.clone(), stop_bell.fd(), cfg.rt_priority);
-        std::thread::Builder::new()
-            .name("sentinel".into())
-            .spawn(move || sentinel::run(&STOP, &bell, stop_fd, prio, out))
-            .unwrap()
-    });
+    let sentinels: Vec<_> = reports.sentinel.iter().flat_map(|watch| {
+        sentinel_cpus.iter().zip(&sentinel_bells).enumerate().map(|(index, (&cpu, bell))| {
+            let (watch, bell, stop_fd, prio) = (watch.clone(), bell.clone(), stop_bell.fd(), cfg.rt_priority);
+            std::thread::Builder::new()
+                .name(format!("sentinel{cpu}"))
+                .spawn(move || sentinel::run(index, cpu, &STOP, &bell, stop_fd, prio, watch))
+                .unwrap()
+        })
+    }).collect();
 
     let mut reported = false;
     let mut report = |running: bool, sched: Value| {
@@ -471,15 +479,15 @@ fn main() {
         pressure.review();
         report(true, sched_state(&latency, &pressure));
         flowing = sched::frames_flow(now, sched::LAST_ARRIVAL_NS.load(Ordering::Relaxed)) || latency.state().1;
-        if flowing && sentinel::WAITING.load(Ordering::SeqCst) {
-            sentinel_bell.ring();
+        if flowing && sentinel::WAITING.load(Ordering::SeqCst) > 0 {
+            sentinel_bells.iter().for_each(|bell| bell.ring());
         }
     }
     // (A worker that panicked never counts: then wait for all of them to end.)
     while FINISHED.load(Ordering::Acquire) < handles.len() && handles.iter().any(|h| !h.is_finished()) {
         std::thread::sleep(std::time::Duration::from_millis(1));
     }
-    if let Some(h) = sentinel {
+    for h in sentinels {
         h.join().ok();
     }
     report(false, sched_state(&latency, &pressure));

@@ -83,9 +83,9 @@ $(VENV)/.stamp-$(EXTRAS): pyproject.toml | build
 
 # The report tests open report.html in headless Chromium, the capture tests read pcapng files
 # with tshark, and the simulated runs compile their ns-3 driver with g++: only `make test` needs
-# them. It installs
-# the sim (ns-3) and cluster (Ray) extras too, for the simulated and cluster runs to come. cargo
-# goes on pytest's PATH for the test that builds the wheel.
+# them. It installs the sim (ns-3) and cluster (Ray) extras too: the suite runs simulated runs
+# and sweeps on a real local Ray cluster. cargo goes on pytest's PATH for the test that builds
+# the wheel.
 test: TOOLS += chromium:chromium tshark:tshark g++:g++
 test: packages build ## cargo test, the layers' import contract (lint-imports), then pytest (root for namespaces)
 	@$(MAKE) --no-print-directory venv EXTRAS=test,sim,cluster

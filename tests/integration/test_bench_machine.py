@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from bloatlab.lab.bench_machine import ladder
+from bloatlab.bench.machine import ladder
 from bloatlab.testbed import capabilities, netns
 
 pytestmark = pytest.mark.netns

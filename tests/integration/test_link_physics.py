@@ -24,7 +24,7 @@ import pytest
 from bloatlab import binaries
 from bloatlab.errors import MachineError
 from bloatlab.experiment.parsers import IperfResult, PingReply, parse_iperf3, parse_ping_replies, parse_ping_summary
-from bloatlab.lab.bench import TCP_BUFFERS
+from bloatlab.bench.link import TCP_BUFFERS
 from bloatlab.specs.model import DirectionSpec, HostSpec, LinkSpec, QueueSpec, SwitchSpec, Topology
 from bloatlab.specs.topology import parse_topology
 from bloatlab.testbed.datapath import KIND_DEQUEUE, KIND_DROP, KIND_ENQUEUE, read_qlog

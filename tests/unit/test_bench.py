@@ -3,7 +3,7 @@ target is missed. Pure functions, exact expectations; the runs themselves need r
 
 import pytest
 
-from bloatlab.lab.bench import Case, CaseResult, cases, DeliveredSample, delivered_bytes, goodput_mbps, received_mbps, render, parse_snmp_counter, two_hosts, verdicts
+from bloatlab.bench.link import Case, CaseResult, cases, DeliveredSample, delivered_bytes, goodput_mbps, received_mbps, render, parse_snmp_counter, two_hosts, verdicts
 
 # `ss -tinH state established "dport = :5201"` in the iperf3 client's namespace, captured two
 # seconds into a cubic flow over a 10 Mbit/s userspace link: the control connection (bbr, the

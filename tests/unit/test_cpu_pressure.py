@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from bloatlab.analysis.summary import summary_lines
-from bloatlab.testbed.datapath import batching_share
+from bloatlab.testbed.diagnostics import batching_share
 from bloatlab.testbed.machine import (BATCHING_WARN, CPU_PRESSURE_WARN, cpu_pressure_us, pressure_share,
                                       pressure_warnings)
 

@@ -1,7 +1,7 @@
 """The run's own checks on what the userspace datapath did: its lateness, its lost frames, its captures."""
 
 from bloatlab.analysis.summary import summary_lines
-from bloatlab.testbed.datapath import capture_warnings, lag_warnings as datapath_lag_warnings, lateness, worker_shares
+from bloatlab.testbed.diagnostics import capture_warnings, lag_warnings as datapath_lag_warnings, lateness, worker_shares
 
 
 def direction(p99_ns: int, max_ns: int = 0, rx_overrun: int = 0, tx_error: int = 0) -> dict:

@@ -1,4 +1,4 @@
-"""`bloatlab bench`: benchmarks of bloatlab itself (link: lab/bench.py; replay: cli/replay.py)."""
+"""`bloatlab bench`: benchmarks of bloatlab itself; the work is bloatlab.bench's (link, sim, machine, replay)."""
 
 from __future__ import annotations
 
@@ -6,9 +6,10 @@ import argparse
 import time
 from pathlib import Path
 
-from bloatlab.cli import replay
+from bloatlab.bench import replay as bench_replay
 from bloatlab.cli.common import DIRECTORY, add_command, emit, formatter, need_root, note
-from bloatlab.errors import BloatlabError
+from bloatlab.cli.replay import parse_count, parse_queue_option
+from bloatlab.errors import BloatlabError, SpecError
 from bloatlab.specs.units import parse_duration_ns, parse_rate
 
 
@@ -27,7 +28,7 @@ def cmd_bench_link(args: argparse.Namespace) -> int:
     rates, duration_s = _link_cases(args)
     delays = [parse_duration_ns(d.strip(), "--delay") for d in args.delay.split(",") if d.strip()]
     need_root("bench link")
-    from bloatlab.lab import bench  # builds networks: imported when it runs
+    from bloatlab.bench import link as bench  # builds networks: imported when it runs
 
     out_dir = Path(args.out or f"results/bench-link-{time.strftime('%Y%m%d-%H%M%S')}")
     doc = bench.run_link(rates, delays, duration_s, args.rounds, out_dir, progress=not args.quiet, pcap=args.pcap)
@@ -45,7 +46,7 @@ def cmd_bench_sim(args: argparse.Namespace) -> int:
         raise BloatlabError("at least 5s: the first seconds are the flow's slow start", field="--duration")
     if not args.no_emulated:
         need_root("bench sim (its emulated baseline; --no-emulated skips it)")
-    from bloatlab.lab import bench_sim  # builds the ns-3 driver: imported when it runs
+    from bloatlab.bench import sim as bench_sim  # builds the ns-3 driver: imported when it runs
 
     out_dir = Path(args.out or f"results/bench-sim-{time.strftime('%Y%m%d-%H%M%S')}")
     doc = bench_sim.run_sim_bench(args.maxq, args.duration, out_dir, emulated=not args.no_emulated)
@@ -57,7 +58,7 @@ def cmd_bench_sim(args: argparse.Namespace) -> int:
 
 
 def cmd_bench_machine(args: argparse.Namespace) -> int:
-    from bloatlab.lab import bench_machine as bm  # builds networks: imported when it runs
+    from bloatlab.bench import machine as bm  # builds networks: imported when it runs
 
     names = bm.parse_only(args.only)
     limits = bm.parse_limits(args.target or [])
@@ -70,6 +71,45 @@ def cmd_bench_machine(args: argparse.Namespace) -> int:
                          say=lambda line: note(args, line))
     emit(args, doc, f"{bm.render(doc)}\n\nresults: {out_dir}/bench-machine.txt and bench-machine.json")
     return 0 if all(t["ok"] for t in doc["targets"]) else 1
+
+
+def cmd_bench_replay(args: argparse.Namespace) -> int:
+    """Packets per second of each discipline, and a verdict on CoDel against its target."""
+    try:
+        millions = float(args.packets)
+    except ValueError:
+        millions = 0.0
+    if not 0 < millions <= 1000:
+        raise SpecError(f"{args.packets!r} is not a number of millions of packets, e.g. 5", field="--packets")
+    repeats = parse_count(args.repeat, "--repeat", 1, 100)
+    # By their names here: an alias (taildrop) is its discipline's.
+    disciplines = [parse_queue_option(f"discipline={d.strip()}", "--disciplines").discipline
+                   for d in args.disciplines.split(",") if d.strip()]
+    results = bench_replay.bench(disciplines, round(millions * 1e6), repeats, say=lambda line: print(line, flush=True),
+                    progress=not args.quiet)
+    verdict = None
+    if "codel" in results:
+        best = results["codel"]["best_pps"]
+        verdict = "ok" if best >= bench_replay.TARGET_PPS else "MISS"
+        print(f"\n{verdict}: codel {best / 1e6:.2f} Mpps (best of {repeats}) against {bench_replay.TARGET_PPS / 1e6:g} Mpps")
+    emit(args, {"packets": round(millions * 1e6), "repeat": repeats, "disciplines": results,
+                "target": {"discipline": "codel", "pps": bench_replay.TARGET_PPS, "verdict": verdict}})
+    return 1 if verdict == "MISS" else 0
+
+
+def _add_replay_parser(bench_commands: argparse._SubParsersAction) -> None:
+    """Registers `bloatlab bench replay` among the bench subcommands."""
+    summary = "how many packets per second bloatlab replay runs through each discipline"
+    sub = add_command(
+        bench_commands, "replay", cmd_bench_replay, summary,
+        "Replays synthetic packets (poisson, 1.2x the link rate) through each discipline in virtual time,\n"
+        "writing every fate, and prints packets per second; the verdict is CoDel's against "
+        f"{bench_replay.TARGET_PPS / 1e6:g} Mpps\n(exit status 1 if it misses).",
+        ["bloatlab bench replay", "bloatlab bench replay --packets 10 --repeat 5 --disciplines codel"])
+    sub.add_argument("--packets", default="5", metavar="MILLIONS", help="packets per run, in millions (default: %(default)s)")
+    sub.add_argument("--repeat", default="3", metavar="N", help="runs per discipline (default: %(default)s)")
+    sub.add_argument("--disciplines", default=",".join(bench_replay.DISCIPLINES), metavar="LIST",
+                     help="comma-separated (default: %(default)s)")
 
 
 def add_parsers(commands: argparse._SubParsersAction) -> None:
@@ -144,7 +184,7 @@ def add_parsers(commands: argparse._SubParsersAction) -> None:
         "with htb, and gives their totals and lateness beside the targets.\n\n"
         "Exit status 0 when every target holds, 1 when one misses (a figure not measured misses).\n"
         "Takes about 12 minutes (more where the bridge is fast: each added rate is two cases); needs root.\n"
-        "docs/datapath.md has the figures per release.",
+        "docs/bench.md has the figures per release.",
         ["sudo bloatlab bench machine",
          "sudo bloatlab bench machine --only up_down,run_overhead --json",
          "sudo bloatlab bench machine --target lateness=100   # a looser limit on a busy machine"])
@@ -157,4 +197,4 @@ def add_parsers(commands: argparse._SubParsersAction) -> None:
     machine.add_argument("--rounds", type=int, default=5, metavar="N",
                          help="alternating rounds of the unlimited cases, judged on the median (default: %(default)s)")
     machine.add_argument("--out", metavar="DIR", type=Path, help="where the results go").complete = DIRECTORY
-    replay.add_bench_parser(benchmarks)
+    _add_replay_parser(benchmarks)

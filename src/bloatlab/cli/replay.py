@@ -1,4 +1,4 @@
-"""`bloatlab replay` and `bloatlab bench replay`: a queue discipline in virtual time, from flags
+"""`bloatlab replay`: a queue discipline in virtual time, from flags
 (docs/replay.md). The work is bloatlab.lab.replay's; this reads the flags into a link direction
 and an arrival process, and prints."""
 
@@ -11,8 +11,8 @@ from typing import Any
 
 from bloatlab.cli.common import FILE, add_command, emit
 from bloatlab.errors import SpecError
-from bloatlab.lab.replay import (BENCH_DISCIPLINES, BENCH_TARGET_PPS, ECN_CODES, MAX_SIZE_BYTES, MIN_SIZE_BYTES,
-                                 PROCESSES, bench, binary, render_summary, run_binary, trace_mean_bps, write_config)
+from bloatlab.lab.replay import (ECN_CODES, MAX_SIZE_BYTES, MIN_SIZE_BYTES, PROCESSES, binary, render_summary,
+                                 run_binary, trace_mean_bps, write_config)
 from bloatlab.specs.disciplines import DISCIPLINES
 from bloatlab.specs.model import DirectionSpec, QueueSpec
 from bloatlab.specs.queues import parse_queue
@@ -44,7 +44,7 @@ def parse_queue_option(text: str, flag: str = "--queue") -> QueueSpec:
     return parse_queue(table, flag)
 
 
-def _count(text: str | None, flag: str, low: int = 1, high: int = 2**63 - 1) -> int | None:
+def parse_count(text: str | None, flag: str, low: int = 1, high: int = 2**63 - 1) -> int | None:
     if text is None:
         return None
     if not re.fullmatch(r"\d+", text) or not low <= int(text) <= high:
@@ -107,8 +107,8 @@ def synthetic_flags(args: argparse.Namespace, direction: DirectionSpec) -> list[
             raise SpecError('arrivals need a rate; "unlimited" is for links', field="--arrival-rate")
         flags += ["--arrival-bps", str(bps)]
     else:
-        flags += ["--arrival-pps", str(_count(args.pps, "--pps"))]
-    packets = _count(args.packets, "--packets")
+        flags += ["--arrival-pps", str(parse_count(args.pps, "--pps"))]
+    packets = parse_count(args.packets, "--packets")
     duration_ns = parse_duration_ns(args.duration, "--duration", allow_zero=False) if args.duration else None
     if packets is None and duration_ns is None:
         raise SpecError("say how many arrivals: --packets N, --duration TIME, or both", field="--packets")
@@ -116,7 +116,7 @@ def synthetic_flags(args: argparse.Namespace, direction: DirectionSpec) -> list[
         flags += ["--packets", str(packets)]
     if duration_ns is not None:
         flags += ["--duration-ns", str(duration_ns)]
-    flags += ["--flows", str(_count(args.flows, "--flows", 1, 2**32 - 1)), "--flow-ids", args.flow_ids,
+    flags += ["--flows", str(parse_count(args.flows, "--flows", 1, 2**32 - 1)), "--flow-ids", args.flow_ids,
               "--ecn", str(ECN_CODES[args.ecn])]
     if args.synthetic == "on-off":
         if args.on is None or args.off is None:
@@ -130,7 +130,7 @@ def synthetic_flags(args: argparse.Namespace, direction: DirectionSpec) -> list[
 
 def cmd_replay(args: argparse.Namespace) -> int:
     direction = build_direction(args)
-    seed = _count(args.seed, "--seed", 0, 2**64 - 1)
+    seed = parse_count(args.seed, "--seed", 0, 2**64 - 1)
     if (args.arrivals is None) == (args.synthetic is None):
         raise SpecError("give an arrival trace (--arrivals FILE.csv) or --synthetic PROCESS, one of them",
                         field="--arrivals")
@@ -204,45 +204,3 @@ def add_parsers(commands: argparse._SubParsersAction) -> None:
          "      --synthetic poisson --load 1.2 --size 1500 --flows 4 --packets 1000000 --out results/replay",
          "bloatlab replay --queue discipline=droptail,packets=100 --rate 12mbit --arrivals trace.csv --out results/r1"])
     _add_arguments(sub)
-
-
-# The benchmark ------------------------------------------------------------------------------
-
-def cmd_bench(args: argparse.Namespace) -> int:
-    """Packets per second of each discipline, and a verdict on CoDel against BENCH_TARGET_PPS."""
-    try:
-        millions = float(args.packets)
-    except ValueError:
-        millions = 0.0
-    if not 0 < millions <= 1000:
-        raise SpecError(f"{args.packets!r} is not a number of millions of packets, e.g. 5", field="--packets")
-    repeats = _count(args.repeat, "--repeat", 1, 100)
-    # By their names here: an alias (taildrop) is its discipline's.
-    disciplines = [parse_queue_option(f"discipline={d.strip()}", "--disciplines").discipline
-                   for d in args.disciplines.split(",") if d.strip()]
-    results = bench(disciplines, round(millions * 1e6), repeats, say=lambda line: print(line, flush=True),
-                    progress=not args.quiet)
-    verdict = None
-    if "codel" in results:
-        best = results["codel"]["best_pps"]
-        verdict = "ok" if best >= BENCH_TARGET_PPS else "MISS"
-        print(f"\n{verdict}: codel {best / 1e6:.2f} Mpps (best of {repeats}) against {BENCH_TARGET_PPS / 1e6:g} Mpps")
-    emit(args, {"packets": round(millions * 1e6), "repeat": repeats, "disciplines": results,
-                "target": {"discipline": "codel", "pps": BENCH_TARGET_PPS, "verdict": verdict}})
-    return 1 if verdict == "MISS" else 0
-
-
-def add_bench_parser(bench_commands: argparse._SubParsersAction) -> None:
-    """Registers `bloatlab bench replay` among the bench subcommands."""
-    summary = "how many packets per second bloatlab replay runs through each discipline"
-    sub = add_command(
-        bench_commands, "replay", cmd_bench, summary,
-        "Replays synthetic packets (poisson, 1.2x the link rate) through each discipline in virtual time,\n"
-        "writing every fate, and prints packets per second; the verdict is CoDel's against "
-        f"{BENCH_TARGET_PPS / 1e6:g} Mpps\n(exit status 1 if it misses).",
-        ["bloatlab bench replay", "bloatlab bench replay --packets 10 --repeat 5 --disciplines codel"])
-    sub.add_argument("--packets", default="5", metavar="MILLIONS", help="packets per run, in millions (default: %(default)s)")
-    sub.add_argument("--repeat", default="3", metavar="N", help="runs per discipline (default: %(default)s)")
-    sub.add_argument("--disciplines", default=",".join(BENCH_DISCIPLINES), metavar="LIST",
-                     help="comma-separated (default: %(default)s)")
-

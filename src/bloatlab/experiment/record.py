@@ -76,7 +76,7 @@ class RunRecord:
     datapath_stats: dict[str, dict[str, Any]] = field(default_factory=dict)  # per userspace direction
     # The datapath's own figures at the end: its workers, its sentinel, its switches.
     datapath: dict[str, Any] = field(default_factory=dict)
-    # The machine's timer as the datapath met it at the start (testbed.datapath.timer_overshoot).
+    # The machine's timer as the datapath met it at the start (testbed.diagnostics.timer_overshoot).
     timer: dict[str, Any] | None = None
     # The share of the played schedule in which some task waited for a CPU (the kernel's PSI),
     # and the share of the datapath's report periods its links batched in (None: no such figure).

@@ -1,5 +1,5 @@
 """The replay: one link direction in virtual time, over an arrival trace or a synthetic arrival
-process, with every packet's fate (docs/replay.md); and its benchmark.
+process, with every packet's fate (docs/replay.md). Its benchmark is bloatlab.bench.replay.
 
 Owns the replay's config and running the `bloatlab-replay` binary, which drives the datapath
 core (the live datapath's own code) without a clock or a socket. Its command line is
@@ -9,17 +9,15 @@ bloatlab.cli.replay.
 from __future__ import annotations
 
 import json
-import statistics
 import subprocess
-import tempfile
 from pathlib import Path
 from typing import Any
 
 from bloatlab import proc
 from bloatlab.errors import MachineError, SpecError
 from bloatlab.progress import Progress
-from bloatlab.specs.model import DirectionSpec, QueueSpec
-from bloatlab.specs.units import format_duration_ns, format_rate, parse_rate
+from bloatlab.specs.model import DirectionSpec
+from bloatlab.specs.units import format_rate
 from bloatlab.testbed import capabilities
 from bloatlab.testbed.datapath import direction_config
 
@@ -29,10 +27,6 @@ ECN_CODES = {"not-ect": 0, "ect1": 1, "ect0": 2, "ce": 3}
 MIN_SIZE_BYTES, MAX_SIZE_BYTES = 42, 65535  # Ethernet + IPv4 + UDP headers .. an IPv4 datagram
 TRACE_OPPORTUNITY_BYTES = 1504  # what one Mahimahi delivery opportunity carries
 
-BENCH_DISCIPLINES = ("codel", "droptail", "fq_codel", "red", "pie", "cake")
-BENCH_TARGET_PPS = 5_000_000  # for CoDel
-BENCH_RATE = "10mbit"
-BENCH_LOAD = 1.2
 
 
 def trace_mean_bps(path: Path) -> float:
@@ -91,7 +85,7 @@ def run_binary(config: Path, out: Path, arrival_flags: list[str], progress: bool
     return json.loads((out / "summary.json").read_text())
 
 
-def _n(count: int) -> str:
+def n_packets(count: int) -> str:
     return f"{count:,}"
 
 
@@ -100,58 +94,16 @@ def render_summary(summary: dict[str, Any], direction: DirectionSpec) -> str:
     packets = summary["packets"]
     drops = {k: v for k, v in summary["dropped"].items() if v}
     marks = {k: v for k, v in summary["marked"].items() if v}
-    by = lambda counts: f" ({', '.join(f'{k} {_n(v)}' for k, v in counts.items())})" if counts else ""  # noqa: E731
+    by = lambda counts: f" ({', '.join(f'{k} {n_packets(v)}' for k, v in counts.items())})" if counts else ""  # noqa: E731
     share = lambda n: f" = {100 * n / packets:.2f}%" if packets else ""  # noqa: E731
     soj = summary["sojourn_ns"]
     ns = lambda v: "-" if v is None else f"{v / 1e6:.3f} ms"  # noqa: E731
     return "\n".join([
-        f"replayed {_n(packets)} packets through {summary['discipline']} at {pace} in "
+        f"replayed {n_packets(packets)} packets through {summary['discipline']} at {pace} in "
         f"{summary['wall_time_s']:.3f} s: {summary['packets_per_s'] / 1e6:.2f} Mpps",
-        f"  departed {_n(summary['departed'])}, dropped {_n(summary['dropped_total'])}"
-        f"{share(summary['dropped_total'])}{by(drops)}, marked {_n(summary['marked_total'])}{by(marks)}",
+        f"  departed {n_packets(summary['departed'])}, dropped {n_packets(summary['dropped_total'])}"
+        f"{share(summary['dropped_total'])}{by(drops)}, marked {n_packets(summary['marked_total'])}{by(marks)}",
         f"  sojourn in the queue: p50 {ns(soj['p50'])}, p99 {ns(soj['p99'])}, max {ns(soj['max'])}",
         f"  throughput {summary['throughput_bps'] / 1e6:.3f} Mbit/s over "
         f"{summary['virtual_duration_ns'] / 1e9:.3f} s of virtual time",
     ])
-
-
-# The benchmark ------------------------------------------------------------------------------
-
-def bench(disciplines: list[str], packets: int, repeats: int, say=print,
-          progress: bool = False) -> dict[str, dict[str, Any]]:
-    """Replays `packets` synthetic packets (poisson at BENCH_LOAD times BENCH_RATE, 1500 bytes,
-    4 flows, a queue of 1000 packets, every fate written) through each discipline `repeats`
-    times; per discipline the best and median packets per second. say() gets a line per
-    discipline as it finishes; `progress` shows a display on stderr over every run."""
-    rate_bps = parse_rate(BENCH_RATE, "rate")
-    say(f"replaying {_n(packets)} packets per run (poisson arrivals at {BENCH_LOAD}x {format_rate(rate_bps)}, "
-        f"1500 bytes, 4 flows, queue of 1000 packets, fates written), best and median of {repeats} runs\n")
-    say(f"  {'discipline':<10} {'best Mpps':>9} {'median':>7} {'dropped':>8}  {'sojourn p99':>11}")
-    results: dict[str, dict[str, Any]] = {}
-    bar = Progress(1.0, "bench replay") if progress else None
-    runs, done = len(disciplines) * repeats, 0
-    with tempfile.TemporaryDirectory(prefix="bloatlab-bench-replay-") as tmp:
-        for discipline in disciplines:
-            direction = DirectionSpec(rate_bps=rate_bps, queue=QueueSpec(discipline, packets=1000))
-            config = Path(tmp) / f"{discipline}.json"
-            write_config(config, direction, 1)
-            flags = ["--synthetic", "poisson", "--arrival-bps", str(round(BENCH_LOAD * rate_bps)), "--size", "1500",
-                     "--flows", "4", "--packets", str(packets)]
-            rates = []
-            for _ in range(repeats):
-                summary = run_binary(config, Path(tmp) / discipline, flags)
-                rates.append(summary["packets_per_s"])
-                (Path(tmp) / discipline / "fates.csv").unlink()
-                done += 1
-                if bar is not None:
-                    bar.update_fraction(done / runs, f"run {done}/{runs}")
-            results[discipline] = {"best_pps": max(rates), "median_pps": statistics.median(rates), "runs_pps": rates,
-                                   "dropped": summary["dropped_total"] / summary["packets"],
-                                   "sojourn_p99_ns": summary["sojourn_ns"]["p99"]}
-            r = results[discipline]
-            if bar is not None:
-                bar.finish()
-            p99 = "-" if r["sojourn_p99_ns"] is None else format_duration_ns(r["sojourn_p99_ns"])
-            say(f"  {discipline:<10} {r['best_pps'] / 1e6:>9.2f} {r['median_pps'] / 1e6:>7.2f} "
-                f"{100 * r['dropped']:>7.1f}%  {p99:>11}")
-    return results

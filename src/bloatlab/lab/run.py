@@ -45,8 +45,8 @@ from bloatlab.specs.model import Bulk, Experiment, Web
 if TYPE_CHECKING:
     from bloatlab.lab.sweep import SweepOutcome
 from bloatlab.testbed import netns, state
-from bloatlab.testbed.datapath import (batching_share, capture_warnings, lag_warnings, read_stats_if_any,
-                                       timer_overshoot)
+from bloatlab.testbed.datapath import read_stats_if_any
+from bloatlab.testbed.diagnostics import batching_share, capture_warnings, lag_warnings, timer_overshoot
 from bloatlab.testbed.links.base import Captures
 from bloatlab.testbed.machine import (cpu_pressure_us, machine, pressure_share, pressure_warnings, snapshots,
                                       tool_versions)

@@ -40,7 +40,7 @@ sleep under the lateness case's load, plain `ip` calls), that figure is judged o
 beside bloatlab's: a miss it shares is beyond this machine, one it does not is bloatlab's, and a
 shared miss where bloatlab did worse than the machine says so.
 
-The cases are bench link's (lab/bench.py): one link between two hosts, measured the same way.
+The cases are bench link's (bench/link.py): one link between two hosts, measured the same way.
 """
 
 from __future__ import annotations
@@ -60,13 +60,13 @@ from pathlib import Path
 from typing import Any
 
 from bloatlab.errors import BloatlabError
-from bloatlab.lab.bench import Case, CaseResult, cpu_seconds, machine_cpu_ticks, run_case, tcp_capacity_mbps
+from bloatlab.bench.link import Case, CaseResult, cpu_seconds, machine_cpu_ticks, run_case, tcp_capacity_mbps
 from bloatlab.lab.run import run_experiment
 from bloatlab.specs.experiment import load_preset
 from bloatlab.specs.model import DirectionSpec, HostSpec, LinkSpec, QueueSpec, SwitchSpec, Topology
 from bloatlab.specs.units import format_duration_ns, format_rate
 from bloatlab.testbed import capabilities
-from bloatlab.testbed.datapath import TIMER_ALLOWANCE_US, TIMER_SLEEP_NS, timer_overshoot
+from bloatlab.testbed.diagnostics import TIMER_ALLOWANCE_US, TIMER_SLEEP_NS, timer_overshoot
 from bloatlab.testbed.network import PREFIX, Network
 from bloatlab.version import __version__
 

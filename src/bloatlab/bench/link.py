@@ -40,7 +40,7 @@ from bloatlab.specs.model import PCAP_SNAPLEN, DirectionSpec, HostSpec, LinkSpec
 from bloatlab.specs.units import format_duration_ns, format_rate
 from bloatlab.testbed import capabilities
 from bloatlab.testbed import netns
-from bloatlab.testbed.datapath import batching_share, worker_shares
+from bloatlab.testbed.diagnostics import batching_share, worker_shares
 from bloatlab.testbed.links.base import Captures
 from bloatlab.testbed.machine import cpu_pressure_us, pressure_share
 from bloatlab.testbed.network import Network

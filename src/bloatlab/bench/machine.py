@@ -2,7 +2,7 @@
 
 Absolute targets cannot be judged on a shared machine whose kernel bridge runs 3 Gbit/s one day
 and 7 the next. So each figure here is set beside a baseline this machine produced minutes
-before, and the target is on the ratio or the difference (docs/datapath.md):
+before, and the target is on the ratio or the difference (docs/bench.md):
 
   unlimited_tcp  bloatlab-link unlimited, TCP goodput / a kernel bridge's       >= 0.95
   shaped_tcp     the highest shaped rate whose TCP goodput is within 3% of its

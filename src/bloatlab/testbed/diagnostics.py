@@ -1,7 +1,7 @@
 """What a run's datapath stats say about the run, beside the machine it ran on: how late
 departures were against the machine's own wake-ups (the idle timer, the sentinel), each
 worker's CPU, batching under CPU pressure, and the warnings a run prints when the datapath fell
-behind or a capture is missing packets (docs/datapath.md, "Timing").
+behind or a capture is missing packets (docs/datapath.md, "The lateness verdict").
 
 The stats file itself, and the process, are datapath.py's.
 """

@@ -42,7 +42,7 @@ PSI_CPU = "/proc/pressure/cpu"
 # network: the pressure at which bloatlab-link starts batching its departures to leave the hosts
 # CPU (datapath/link/src/config.rs, Batching's enter_pressure; a unit test keeps them equal). On
 # 2 vCPUs a 1 Gbit/s TCP flow with the links spinning made 0.39-0.57; 100 Mbit/s 0.07-0.19
-# (docs/datapath.md).
+# (docs/bench.md, stop 3).
 CPU_PRESSURE_WARN = 0.4
 # Batching lowers the pressure it answers (to 0.31-0.41 at 1 Gbit/s), so a run whose links batched
 # most of the time was short of CPU even where its average stayed below CPU_PRESSURE_WARN.

@@ -34,9 +34,12 @@ def test_a_two_by_two_sweep_with_two_repetitions_is_complete(two_by_two):
     assert [a["name"] for a in sweep["axes"]] == ["maxq", "cc"] and sweep["axes"][0]["values"] == [20, 100]
     runs = [r for p in sweep["points"] for r in p["runs"]]
     assert len(runs) == 8 and all(r["status"] == "complete" for r in runs)
+    # One backend per link for every point, said in sweep.json, and each run ran on it.
+    assert set(sweep["link_backends"]) == {"h1-s0", "s0-h2"}
     for r in runs:
         run = json.loads((out / r["dir"] / "run.json").read_text())
         assert run["complete"]
+        assert [link["backend"] for link in run["links"]] == [sweep["link_backends"][n] for n in ("h1-s0", "s0-h2")]
     # Repetitions run with their own seeds.
     seeds = {json.loads((out / "maxq=20,cc=reno" / f"rep{k}" / "run.json").read_text())["spec"]["seed"] for k in (1, 2)}
     assert seeds == {1, 2}
@@ -70,6 +73,7 @@ def test_the_sweep_writes_plots_and_report(two_by_two):
             "compare-delay-vs-maxq.png", "compare-tradeoff.png"} <= figures
     page = (out / "report.html").read_text()
     assert "Sweep report: cs244" in page and "src=\"http" not in page
+    assert "link backends (every point)" in page
     assert page.count("data:image/png;base64,") == len(figures)
     for label in ("maxq=20,cc=reno", "maxq=20,cc=bbr", "maxq=100,cc=reno", "maxq=100,cc=bbr"):
         assert label in page

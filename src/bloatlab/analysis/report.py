@@ -184,6 +184,13 @@ def _command(doc: dict[str, Any]) -> str | None:
     return command if isinstance(command, str) else None
 
 
+def _link_backends(chosen: Any) -> str:
+    """The sweep's one backend per link (sweep.json's link_backends), or what stands for none."""
+    if not isinstance(chosen, dict):
+        return "as each run chose (a sweep from before bloatlab chose one for all)"
+    return ", ".join(f"{link}: {backend}" for link, backend in chosen.items()) or "as each link names"
+
+
 def _machine(machine: Any, tools: Any, version: Any) -> _Html:
     m = machine if isinstance(machine, dict) else {}
     rows = [("kernel", m.get("kernel")), ("hostname", m.get("hostname")), ("architecture", m.get("machine")),
@@ -242,6 +249,8 @@ def _sweep_report(sweep: Sweep) -> str:
         ("experiment", sweep.name), ("kind", sweep.kind), ("source", meta.get("source")), ("axes", axes),
         ("repetitions per point", meta.get("repeat")),
         ("fixed (--set)", " ".join(f"{k}={_show(v)}" for k, v in fixed.items()) or "nothing"),
+        *([("link backends (every point)", _link_backends(meta.get("link_backends")))]
+          if sweep.kind == "experiment" else []),
         ("command", _command(meta)), ("created", meta.get("created")), ("updated", meta.get("updated")),
         ("status", status), ("format", meta.get("format"))])]
     if first is not None and isinstance(first.meta.get("params"), dict):

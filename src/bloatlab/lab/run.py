@@ -44,13 +44,14 @@ from bloatlab.specs.model import Bulk, Experiment, Web
 
 if TYPE_CHECKING:
     from bloatlab.lab.sweep import SweepOutcome
-from bloatlab.testbed import netns, state
+from bloatlab.testbed import capabilities, netns, state
 from bloatlab.testbed.datapath import read_stats_if_any
 from bloatlab.testbed.diagnostics import batching_share, capture_warnings, lag_warnings, timer_overshoot
 from bloatlab.testbed.links.base import Captures
 from bloatlab.testbed.machine import (cpu_pressure_us, machine, pressure_share, pressure_warnings, snapshots,
                                       tool_versions)
-from bloatlab.testbed.network import DP_NODE, Network
+from bloatlab.testbed.links.kernel import qdiscs_wanted
+from bloatlab.testbed.network import DP_NODE, Network, sweep_backends
 
 log = logging.getLogger(__name__)
 
@@ -392,8 +393,13 @@ def sweep_experiment(plan: SweepPlan, out: Path, *, repeat: int, resume: bool = 
         return RunResult(outcome.complete, outcome.summary, outcome.reason, outcome.warnings, outcome.interrupted)
 
     first = plan.first
+    link_backends = None
     if first.backend == "ns3":
         _check_simulated(plan)
+    else:
+        plan, link_backends = one_backend_per_link(plan)
+        if progress and link_backends:
+            print("links, at every point: " + ", ".join(f"{link} {backend}" for link, backend in link_backends.items()))
     if first.backend == "ns3" and (executor is None or isinstance(executor, LocalExecutor)):
         from bloatlab.sim.driver import build as build_driver
 
@@ -403,7 +409,22 @@ def sweep_experiment(plan: SweepPlan, out: Path, *, repeat: int, resume: bool = 
                      axes=[Axis(name, values) for name, values in plan.axes], repeat=repeat, fixed=plan.fixed,
                      run_one=run_one, estimate_s=first.duration_s + RUN_OVERHEAD_S, headline=headline,
                      finish=functools.partial(finish_sweep, svg=svg), executor=executor, resume=resume,
-                     progress=progress, command=command, fingerprint=plan.source.fingerprint())
+                     progress=progress, command=command, fingerprint=plan.source.fingerprint(),
+                     link_backends=link_backends)
+
+
+def one_backend_per_link(plan: SweepPlan, kernel_qdiscs: dict[str, bool] | None = None
+                         ) -> tuple[SweepPlan, dict[str, str]]:
+    """The plan with each "auto" link's backend fixed for every point, and the choice: the first
+    backend that serves the link at every point, on this machine (`kernel_qdiscs`: what its
+    kernel offers, probed when not given). Where "auto" chose per run, a kernel with netem sent
+    the aqm preset's taildrop point to the kernel and its AQM points to the datapath."""
+    experiments = list(plan.points.values())
+    if kernel_qdiscs is None:
+        kernel_able = [link for e in experiments for link in e.topology.links if link.backend != "userspace"]
+        kernel_qdiscs = capabilities.kernel_qdiscs(qdiscs_wanted(kernel_able)) if kernel_able else {}
+    chosen = sweep_backends([e.topology for e in experiments], kernel_qdiscs, frozenset(plan.first.probes.pcap))
+    return plan.replace_points(lambda e: e.with_link_backends(chosen)), chosen
 
 
 def _check_simulated(plan: SweepPlan) -> None:
@@ -412,10 +433,10 @@ def _check_simulated(plan: SweepPlan) -> None:
     from bloatlab.sim.scenario import check
 
     names = [name for name, _ in plan.axes]
-    for typed, point in plan.points.items():
+    for typed, experiment in plan.points.items():
         try:
-            check(plan.load(dict(zip(names, typed)), 1))
+            check(experiment)
         except SpecError as e:
-            label = " ".join(f"{k}={v}" for k, v in point.items())
+            label = " ".join(f"{k}={v}" for k, v in zip(names, typed))
             raise SpecError(f"{e.message} (at {label}); leave that value out of --sweep, or run it emulated",
                             field=e.field) from None

@@ -99,11 +99,11 @@ def run_dir_name(values: dict[str, Any], rep: int) -> str:
 
 def new_document(*, kind: str, name: str, source: str, axes: list[Axis], repeat: int,
                  fixed: dict[str, str], command: list[str] | None = None,
-                 fingerprint: str | None = None) -> dict[str, Any]:
+                 fingerprint: str | None = None, link_backends: dict[str, str] | None = None) -> dict[str, Any]:
     created = now()
     return {
         "format": SWEEP_FORMAT, "kind": kind, "name": name, "source": source, "fingerprint": fingerprint,
-        "command": command,
+        "command": command, "link_backends": link_backends,
         "axes": [{"name": a.name, "values": list(a.values)} for a in axes],
         "repeat": repeat, "fixed": fixed, "created": created, "updated": created, "status": "running",
         "machine": machine(),
@@ -154,7 +154,10 @@ def _prepare(out: Path, fresh: dict[str, Any], resume: bool) -> dict[str, Any]:
     if old.get("fingerprint") != fresh.get("fingerprint"):
         raise BloatlabError(f"{out} holds a sweep of another version of {fresh['source']} (its text changed "
                             "since); run the changed spec into another --out", field="--resume")
-    for key in _IDENTITY:
+    # Its links' backends too, where it chose them: a resume on a machine that would choose
+    # otherwise would mix two implementations in one comparison.
+    keys = _IDENTITY + (("link_backends",) if old.get("link_backends") is not None else ())
+    for key in keys:
         if json.dumps(old.get(key), sort_keys=True) != json.dumps(fresh.get(key), sort_keys=True):
             raise BloatlabError(f"{out} holds another sweep ({key} was {json.dumps(old.get(key))}, now "
                                 f"{json.dumps(fresh.get(key))}); resume it with the same arguments, or choose "
@@ -179,16 +182,18 @@ def run_sweep(out: Path, *, kind: str, name: str, source: str, axes: list[Axis],
               fixed: dict[str, str], run_one: RunOne, estimate_s: float, headline: Callable[[dict[str, Any]], str],
               finish: Callable[[Path, dict[str, Any], SweepOutcome], None] | None = None,
               executor: Executor | None = None, resume: bool = False, progress: bool = True,
-              command: list[str] | None = None, fingerprint: str | None = None, stream=None) -> SweepOutcome:
+              command: list[str] | None = None, fingerprint: str | None = None,
+              link_backends: dict[str, str] | None = None, stream=None) -> SweepOutcome:
     """Runs every pending run of the sweep in `out` on `executor` (the local one by default),
     keeping sweep.json current, then calls finish(out, document, outcome): the analysis of
     the complete runs. run_one(values, rep, run_dir, tick) does one run into run_dir, calling
     tick(seconds into the run) as it goes; estimate_s is a run's expected length.
-    fingerprint (a hash of the spec's text) keeps --resume from mixing two versions of a spec."""
+    fingerprint (a hash of the spec's text) keeps --resume from mixing two versions of a spec;
+    link_backends (the backend every point's links run on) goes into sweep.json."""
     stream = stream if stream is not None else sys.stdout
     executor = executor or LocalExecutor()
     fresh = new_document(kind=kind, name=name, source=source, axes=axes, repeat=repeat, fixed=fixed,
-                         command=command, fingerprint=fingerprint)
+                         command=command, fingerprint=fingerprint, link_backends=link_backends)
     doc = _prepare(out, fresh, resume)
     pid = os.getpid()
     doc["owner"] = {"pid": pid, "starttime": proc.starttime(pid)}  # so a second --resume waits its turn

@@ -23,6 +23,7 @@ import hashlib
 import itertools
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -120,18 +121,25 @@ class Source:
 
 @dataclass(frozen=True)
 class SweepPlan:
-    """A sweep of an experiment: every point loaded (and so checked) before the first run."""
+    """A sweep of an experiment: every point loaded (and so checked) once, before the first run;
+    each run is its point's experiment at its repetition, never parsed again."""
 
     source: Source
     sets: list[str]  # the fixed --set NAME=VALUE items
     axes: list[tuple[str, tuple[Any, ...]]]  # each axis's name and its typed values, in order
-    points: dict[tuple[Any, ...], dict[str, str]]  # typed values -> the point as --set text
+    points: dict[tuple[Any, ...], Experiment]  # typed values -> the point's experiment (repetition 1)
     first: Experiment  # the experiment at the spec's own values, for names and durations
+
+    def key(self, values: dict[str, Any]) -> tuple[Any, ...]:
+        return tuple(values[name] for name, _ in self.axes)
 
     def load(self, values: dict[str, Any], rep: int) -> Experiment:
         """The experiment at one point (typed values, as the engine keeps them), repetition rep."""
-        point = self.points[tuple(values[name] for name, _ in self.axes)]
-        return self.source.load(self.sets + [f"{k}={v}" for k, v in point.items()], rep)
+        return self.points[self.key(values)].repetition(rep)
+
+    def replace_points(self, change: Callable[[Experiment], Experiment]) -> SweepPlan:
+        """The plan with every point's experiment changed alike (a backend chosen for all)."""
+        return dataclasses.replace(self, points={k: change(e) for k, e in self.points.items()})
 
     @property
     def fixed(self) -> dict[str, str]:
@@ -154,7 +162,7 @@ def plan_sweep(source: Source, sets: list[str], axes: list[tuple[str, list[str]]
             raise
         for name, text in point.items():
             typed[name, text] = experiment.params[name]
-        points[tuple(experiment.params[name] for name, _ in axes)] = point
+        points[tuple(experiment.params[name] for name, _ in axes)] = experiment
     for name, values in axes:
         if len({json.dumps(typed[name, v]) for v in values}) < len(values):
             raise SpecError(f"{','.join(values)} names a value twice (as {name} reads them); give each once",
@@ -210,9 +218,6 @@ def parse_experiment(data: dict[str, Any], sets: list[str], *, base_dir: Path,
         topo_base, where = base_dir, "topology"
     raw_topology = {"seed": seed, **raw_topology} if isinstance(raw_topology, dict) else raw_topology
     topology = parse_topology(raw_topology, where=where, base_dir=topo_base)
-    if rep > 1:
-        seed += rep - 1
-        topology = dataclasses.replace(topology, seed=topology.seed + rep - 1)
 
     run_backend = backend if backend is not None else spec.get("backend", "emulation")
     if run_backend not in RUN_BACKENDS:
@@ -230,7 +235,7 @@ def parse_experiment(data: dict[str, Any], sets: list[str], *, base_dir: Path,
     return Experiment(name=name, description=description.strip(), topology=topology,
                       workloads=tuple(workloads), probes=probes, duration_ns=duration_ns, seed=seed,
                       params=values, preset=preset, source=source, repeat=repeat, backend=run_backend,
-                      punctual=punctual)
+                      punctual=punctual).repetition(rep)
 
 
 # Parameters --------------------------------------------------------------------------------

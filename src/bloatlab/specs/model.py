@@ -6,6 +6,7 @@ machine.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -327,12 +328,27 @@ class Experiment:
     source: str | None = None  # the spec file, or "preset NAME"
     backend: str = "emulation"  # one of RUN_BACKENDS: namespaces and links, or simulated in ns-3
     # The userspace datapath wakes early enough for the machine's latest wake-ups and spins
-    # through them, for departures as punctual as the machine allows (docs/datapath.md, "Timing").
+    # through them, for departures as punctual as the machine allows (docs/datapath.md, "Punctual").
     punctual: bool = False
 
     @property
     def duration_s(self) -> float:
         return self.duration_ns / 1e9
+
+    def repetition(self, rep: int) -> Experiment:
+        """Repetition `rep` (from 1) of this experiment: its seeds moved on by rep - 1, so the
+        emulated loss and hashing differ between repetitions yet each stays reproducible."""
+        if rep == 1:
+            return self
+        return dataclasses.replace(self, seed=self.seed + rep - 1,
+                                   topology=dataclasses.replace(self.topology, seed=self.topology.seed + rep - 1))
+
+    def with_link_backends(self, backends: dict[str, str]) -> Experiment:
+        """This experiment with the named links' backends fixed (a sweep's one choice for all
+        of its points)."""
+        links = tuple(dataclasses.replace(link, backend=backends.get(link.name, link.backend))
+                      for link in self.topology.links)
+        return dataclasses.replace(self, topology=dataclasses.replace(self.topology, links=links))
 
     def to_dict(self) -> dict[str, Any]:
         """The resolved experiment, JSON-ready (for run.json)."""

@@ -86,6 +86,33 @@ def choose_backend(link: LinkSpec, kernel_qdiscs: dict[str, bool], index: int | 
     raise first.error(field(last.field), last.fix)
 
 
+def sweep_backends(topologies: Sequence[Topology], kernel_qdiscs: dict[str, bool],
+                   captured: frozenset[str] = frozenset()) -> dict[str, str]:
+    """One backend per "auto" link for every point of a sweep (a topology per point: the same
+    links, other parameters), so that one comparison never mixes two implementations: the
+    first in AUTO_ORDER that serves the link at every point. A link that names its backend
+    keeps it (each run checks it). A link with a `captured` direction is the datapath's. None
+    serving every point is a one-line error naming the link and why each backend cannot."""
+    chosen: dict[str, str] = {}
+    for index, link in enumerate(topologies[0].links):
+        if link.backend != "auto":
+            continue
+        if captured & {link.direction_name("forward"), link.direction_name("reverse")}:
+            chosen[link.name] = "userspace"
+            continue
+        alike = [next(other for other in topo.links if other.name == link.name) for topo in topologies]
+        refusals = {name: next((r for spec in alike for r in LINK_BACKENDS[name].refusals(spec, kernel_qdiscs)), None)
+                    for name in AUTO_ORDER}
+        name = next((name for name in AUTO_ORDER if refusals[name] is None), None)
+        if name is None:
+            why = "; ".join(f"{r.backend}: {r.what} ({'no ' + r.missing_qdisc + ' qdisc here' if r.missing_qdisc else r.why})"
+                            for r in refusals.values() if r is not None)
+            raise SpecError(f"no one backend serves this link at every point of the sweep ({why}); sweep the points "
+                            "each backend can serve apart", field=f"links[{index}].backend")
+        chosen[link.name] = name
+    return chosen
+
+
 def inner_switches(topology: Topology, backends: Sequence[str]) -> frozenset[str]:
     """The switches the userspace datapath serves inside itself: those whose every link it
     serves, and which the spec does not give a namespace (`namespace = true`). A frame then

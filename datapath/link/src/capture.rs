@@ -8,12 +8,12 @@
 
 use std::fs::File;
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender, TrySendError};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
-use serde::Deserialize;
+use bloatlab_config::CaptureJson;
 
 use crate::pcapng::{self, PacketMeta};
 
@@ -21,40 +21,6 @@ use crate::pcapng::{self, PacketMeta};
 const CHUNK_BYTES: usize = 256 << 10;
 /// Chunks in flight to the writer: 16 MiB, half a second of full frames at 250 Mbit/s.
 const CHUNKS_IN_FLIGHT: usize = 64;
-/// Whole Ethernet headers at least; the most any capture tool keeps (tcpdump's default).
-pub const SNAPLEN_RANGE: (u32, u32) = (14, 262_144);
-/// Room for the header blocks and a frame or two.
-pub const MIN_LIMIT_BYTES: u64 = 4096;
-
-/// The config's `capture` of a direction.
-#[derive(Deserialize, Clone, Debug)]
-#[serde(deny_unknown_fields)]
-pub struct CaptureJson {
-    /// What the interface is called in the files (the direction's name, "s0->h2").
-    pub name: String,
-    pub departures_path: PathBuf,
-    pub drops_path: PathBuf,
-    /// The most bytes kept of each frame.
-    pub snaplen: u32,
-    /// The most bytes each file grows to.
-    pub limit_bytes: u64,
-}
-
-impl CaptureJson {
-    pub fn validate(&self) -> Result<(), String> {
-        let (lo, hi) = SNAPLEN_RANGE;
-        if !(lo..=hi).contains(&self.snaplen) {
-            return Err(format!("capture.snaplen: {} is outside {lo}..{hi} bytes", self.snaplen));
-        }
-        if self.limit_bytes < MIN_LIMIT_BYTES {
-            return Err(format!("capture.limit_bytes: {} is below {MIN_LIMIT_BYTES} bytes", self.limit_bytes));
-        }
-        if self.departures_path == self.drops_path {
-            return Err("capture.drops_path: must differ from departures_path".into());
-        }
-        Ok(())
-    }
-}
 
 /// One file's counts: packets written, cut by the size limit, lost to a writer behind.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -227,6 +193,8 @@ fn write_chunks(rx: Receiver<Chunk>, mut files: Vec<File>, error: &Mutex<Option<
 
 #[cfg(test)]
 mod tests {
+    use std::path::PathBuf;
+
     use super::*;
 
     fn cfg(dir: &Path, limit: u64) -> CaptureJson {

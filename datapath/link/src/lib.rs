@@ -1,6 +1,6 @@
-//! The parts of bloatlab-link other tools share: the JSON config reader (the replay reads a
-//! link direction's config with it, so a replay and a live link resolve a config the same way),
-//! and the pcapng captures of a direction.
+//! bloatlab-link's parts that need no socket or clock of its own: the process's config (its
+//! link directions read by bloatlab-config), the plan of its workers, and the pcapng captures of
+//! a direction.
 
 pub mod capture;
 pub mod config;

@@ -19,6 +19,7 @@ use std::sync::{Arc, Mutex};
 
 use bloatlab_core::fabric::{Fabric, SwitchCounts};
 use bloatlab_core::qdisc::TinReport;
+use bloatlab_core::rate::Rate;
 use bloatlab_core::stats::DropCounts;
 use bloatlab_core::Pipeline;
 use serde_json::{json, Value};
@@ -316,8 +317,7 @@ fn main() {
     let outputs: Vec<Option<u32>> = plan.dirs.iter().map(|d| iface_index(d.id, &d.output, side(d.id, false))).collect();
     // The rings side by side: the kernel allocates and clears each one's 16 MiB, 15-20 ms apiece.
     let ring_sizes: Vec<usize> = plan.dirs.iter().map(|d| {
-        let l = &cfg.links[d.link];
-        socket::ring_blocks(if d.which == "forward" { &l.forward } else { &l.reverse }.ring_rate_bps())
+        socket::ring_blocks(match cfg.directions[d.id].config.rate { Rate::Constant { bps } => Some(bps), _ => None })
     }).collect();
     let mut rings: Vec<Option<std::io::Result<RxRing>>> = std::thread::scope(|s| {
         let opening: Vec<_> = inputs.iter().zip(&ring_sizes).map(|(src, &blocks)| src.map(|i| s.spawn(move || RxRing::open(i, blocks)))).collect();
@@ -357,21 +357,20 @@ fn main() {
     let mut snapshots = Vec::new();
     let now = clock::monotonic_now();
     for d in &plan.dirs {
-        let (l, which) = (&cfg.links[d.link], d.which);
-        let dj = if which == "forward" { &l.forward } else { &l.reverse };
+        let (direction, which) = (&cfg.directions[d.id], d.which);
         let name = d.name(&cfg);
         let fail = |e: std::io::Error| -> ! { die(1, format!("links[{}].{which}: {e}", d.link)) };
-        let log = cfg.log_dir.as_ref().filter(|_| dj.qlog).map(|dir| {
+        let log = cfg.log_dir.as_ref().filter(|_| direction.qlog).map(|dir| {
             let p = dir.join(format!("{name}.qlog"));
             BufWriter::with_capacity(1 << 20, File::create(&p).unwrap_or_else(|e| die(1, format!("{}: {e}", p.display()))))
         });
-        let capture = dj.capture.as_ref().map(|c| Capture::open(c, &name).unwrap_or_else(|e| die(2, format!("links[{}].{which}.{e}", d.link))));
+        let capture = direction.capture.as_ref().map(|c| Capture::open(c, &name).unwrap_or_else(|e| die(2, format!("links[{}].{which}.{e}", d.link))));
         let output = match (&d.output, outputs[d.id]) {
             (_, Some(i)) => Output::Socket { tx: PacketSocket::open(i).unwrap_or_else(|e| fail(e)), batch: TxBatch::default(), due: Vec::new() },
             (End::Port { switch, port }, None) => Output::Switch { switch: *switch, port: *port },
             (End::Iface(_), None) => unreachable!("every interface has an index"),
         };
-        let mut pipe = Pipeline::new(&dj.resolve().unwrap_or_else(|e| die(2, format!("links[{}].{which}.{e}", d.link))), now);
+        let mut pipe = Pipeline::new(&direction.config, now);
         pipe.record_events(log.is_some());
         pipe.record_drops(capture.is_some());
         let snap = Arc::new(Mutex::new(Snapshot::default()));

@@ -5,7 +5,7 @@ use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::time::Instant as WallClock;
 
-use bloatlab_link::config::{load_json, DirectionJson};
+use bloatlab_config::{load_json, DirectionJson};
 use bloatlab_replay::arrivals::{self, ecn_from_code, MAX_SIZE_BYTES, MIN_SIZE_BYTES};
 use bloatlab_replay::fates::WriterThread;
 use bloatlab_replay::{replay, Fate, FateSink, FatesCsv, FlowIds, Process, Synthetic, Tally};
@@ -169,7 +169,7 @@ fn main() {
     let out = a.out.clone().unwrap_or_else(|| die(format!("--out: required; {USAGE}")));
     // The config's own field first, after the flag that named the file.
     let direction: DirectionJson = load_json(&config_path).unwrap_or_else(|e| die(format!("--config {config_path}: {e}")));
-    let mut cfg = direction.resolve().unwrap_or_else(|e| die(format!("--config {config_path}: {e}")));
+    let mut cfg = direction.resolve().unwrap_or_else(|e| die(format!("--config {config_path}: {e}"))).config;
     // A replay's packets are whatever the trace says, up to an IPv4 datagram.
     cfg.max_frame_bytes = MAX_SIZE_BYTES as usize;
     let config_echo: Value = load_json(&config_path).unwrap_or_else(|e| die(e));

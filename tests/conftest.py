@@ -162,6 +162,9 @@ def write_sweep(out: Path, axes=(("maxq", (20, 100)),), repeat: int = 2, *, kind
         "updated": "2026-11-21T10:05:00+00:00", "status": status,
         "machine": {"kernel": "6.1.0-test", "hostname": "labhost", "machine": "x86_64", "cpus": 4},
         "command": ["bloatlab", "run", "--preset", "cs244", "--sweep", "maxq=20,100", "--repeat", str(repeat)],
+        # As the presets and nic sweeps label their axes.
+        "axis_labels": {k: v for k, v in (("maxq", "queue size, packets"), ("aqm", "queue discipline"),
+                                          ("txqueuelen", "transmit queue length, packets")) if k in dict(axes)},
         "points": points}
     (out / "sweep.json").write_text(json.dumps(sweep, indent=1))
     if aggregate:

@@ -94,17 +94,16 @@ def test_garbage_oversize_and_tenfold_overload_balance_the_books(link):
     time.sleep(1.0)  # the queue drains (100 frames at 10 Mbit/s: 0.12 s) and the stats settle
     assert dp.alive(), "the datapath died"
     rss_after = rss_kib(dp.pid)
-    stats = dp.stats()["links"]["h1-h2"]
-    fwd = stats["forward"]
-    print(f"\nabuse: sent {sent_garbage} garbage, {sent_jumbo} jumbo frames; forward {fwd['arrivals']} arrivals, "
-          f"{fwd['departures']} departures, drops {fwd['drops']}; RSS {rss_before} -> {rss_after} KiB")
+    stats = dp.stats().links["h1-h2"]
+    fwd = stats.forward
+    print(f"\nabuse: sent {sent_garbage} garbage, {sent_jumbo} jumbo frames; forward {fwd.arrivals} arrivals, "
+          f"{fwd.departures} departures, drops {fwd.drops}; RSS {rss_before} -> {rss_after} KiB")
     assert sent_garbage == len(garbage) and sent_jumbo == len(jumbo)
-    assert fwd["drops"]["oversize"] == len(jumbo)  # each counted once, by its reason
-    assert fwd["drops"]["queue_full"] > 10_000  # the overload: 9 frames of 10 turned away
+    assert fwd.drops["oversize"] == len(jumbo)  # each counted once, by its reason
+    assert fwd.drops["queue_full"] > 10_000  # the overload: 9 frames of 10 turned away
     assert rss_after < RSS_LIMIT_KIB and rss_after - rss_before < 16 * 1024
-    for which in ("forward", "reverse"):
-        d = stats[which]
-        dropped = sum(n for reason, n in d["drops"].items() if reason not in ("rx_overrun", "tx_error"))
+    for which, d in (("forward", stats.forward), ("reverse", stats.reverse)):
+        dropped = sum(n for reason, n in d.drops.items() if reason not in ("rx_overrun", "tx_error"))
         # Exact: arrived = left + dropped for a reason + still queued (nothing in flight: no delay, drained).
-        assert d["arrivals"] == d["departures"] + dropped + d["backlog_pkts"], (which, d)
-        assert d["backlog_pkts"] == 0, (which, d)
+        assert d.arrivals == d.departures + dropped + d.backlog_pkts, (which, d)
+        assert d.backlog_pkts == 0, (which, d)

@@ -28,7 +28,8 @@ from bloatlab.proc import alive as process_alive, starttime as process_starttime
 from bloatlab.specs.disciplines import MTU_FRAME_BYTES
 from bloatlab.specs.model import DirectionSpec, QueueSpec
 from bloatlab.testbed import netns
-from bloatlab.testbed.datapath import DROP_REASONS, KIND_DEQUEUE, KIND_DROP, KIND_ENQUEUE, QLOG_RECORD_BYTES, direction_config, read_qlog, write_config
+from bloatlab.testbed.datapath import (DROP_REASONS, KIND_DEQUEUE, KIND_DROP, KIND_ENQUEUE, QLOG_RECORD_BYTES, Batching,
+                                      DatapathStats, DirectionStats, direction_config, read_qlog, write_config)
 from bloatlab.testbed.links.base import Port
 
 pytestmark = pytest.mark.netns
@@ -60,22 +61,28 @@ class Wire:
     def log_dir(self) -> Path:
         return self.dir / "qlog"
 
-    def config(self, direction: DirectionSpec) -> Path:
+    def config(self, direction: DirectionSpec, capture: dict | None = None) -> Path:
+        """The config of LINK, both ways `direction`; `capture`: the forward direction's."""
         path = self.dir / "datapath.json"
+        forward = direction_config(direction, 11) | ({"capture": capture} if capture else {})
         write_config(path, netns=self.dp, stats_path=self.stats_path, log_dir=self.log_dir,
                      links=[{"name": LINK, "a_iface": "la", "b_iface": "lb",
-                             "forward": direction_config(direction, 11),
-                             "reverse": direction_config(direction, 12)}])
+                             "forward": forward, "reverse": direction_config(direction, 12)}])
         return path
 
-    def argv(self, direction: DirectionSpec, *extra: str) -> list[str]:
-        return [str(self.binary), "--config", str(self.config(direction)), *extra]
+    def argv(self, direction: DirectionSpec, *extra: str, capture: dict | None = None) -> list[str]:
+        return [str(self.binary), "--config", str(self.config(direction, capture)), *extra]
 
-    def stats(self) -> dict | None:
+    def stats(self) -> DatapathStats | None:
+        """The stats file, read into the records the rest of bloatlab reads; each read also holds
+        them to every key and value the binary wrote, so that none is dropped unseen."""
         try:
-            return json.loads(self.stats_path.read_text())
+            written = json.loads(self.stats_path.read_text())
         except (FileNotFoundError, json.JSONDecodeError):
             return None
+        stats = DatapathStats.from_json(written)
+        assert stats.to_dict() == written, f"the records lose what bloatlab-link wrote: {unlike(written, stats.to_dict())}"
+        return stats
 
     def wait_ready(self, pid: int, timeout_s: float = 5.0) -> None:
         """The stats file exists once the datapath has opened everything (the contract's "ready")."""
@@ -95,6 +102,17 @@ class Wire:
         path = self.log_dir / f"{LINK}.{which}.qlog"
         assert path.stat().st_size % QLOG_RECORD_BYTES == 0, f"{path}: a partial record at the end"
         return read_qlog(path)
+
+
+def unlike(written, read, at: str = "") -> list[str]:
+    """Where two JSON documents differ, by path."""
+    if isinstance(written, dict) and isinstance(read, dict):
+        return [f"{at}.{key}: only in the file" for key in written.keys() - read.keys()] + \
+            [f"{at}.{key}: not in the file" for key in read.keys() - written.keys()] + \
+            [d for key in written.keys() & read.keys() for d in unlike(written[key], read[key], f"{at}.{key}")]
+    if isinstance(written, list) and isinstance(read, list) and len(written) == len(read):
+        return [d for i, (w, r) in enumerate(zip(written, read)) for d in unlike(w, r, f"{at}[{i}]")]
+    return [] if written == read else [f"{at}: {written!r} read as {read!r}"]
 
 
 def wait_until_up(ports: list[Port], timeout_s: float = 5.0) -> None:
@@ -190,12 +208,12 @@ IDLE_LINK = DirectionSpec(rate_bps=10 * MBIT, delay_ns=1 * MS, queue=QueueSpec(p
 
 def test_it_dies_with_its_parent(wire, started):
     parent, pid, starttime = start_under_parent(wire, wire.argv(IDLE_LINK), started)
-    assert wire.stats()["running"] is True
+    assert wire.stats().running is True
     parent.kill()  # SIGKILL: the parent has no chance to stop its child itself
     parent.wait()
     wait_gone(pid, starttime, timeout_s=3.0)
     # The parent's death is a SIGTERM to it (PR_SET_PDEATHSIG): a clean stop, final stats written.
-    assert wire.stats()["running"] is False
+    assert wire.stats().running is False
 
 
 def test_detached_it_outlives_its_parent(wire, started):
@@ -207,7 +225,7 @@ def test_detached_it_outlives_its_parent(wire, started):
     assert "3 received" in wire.ping("-c", "3", "-i", "0.05", "-W", "2").stdout  # and still carries frames
     os.kill(pid, signal.SIGTERM)
     wait_gone(pid, starttime, timeout_s=2.0)
-    assert wire.stats()["running"] is False
+    assert wire.stats().running is False
 
 
 def wait_until(read, ok, timeout_s: float, what: str):
@@ -233,40 +251,40 @@ def test_while_tasks_wait_for_cpu_the_links_batch_and_frames_still_cross(wire, s
     wire.wait_ready(child.pid)
     wire.ping("-c", "1", "-W", "2")  # ARP first
 
-    def batching() -> dict:
-        return (wire.stats() or {}).get("batching") or {}
+    def batching() -> Batching | None:
+        stats = wire.stats()
+        return stats.batching if stats is not None else None
 
     busy: list[subprocess.Popen] = []
     try:
         for _ in range(2 * (os.cpu_count() or 1)):
             busy.append(subprocess.Popen([sys.executable, "-c", "while True: pass"]))
             started(busy[-1].pid)
-        state = wait_until(batching, lambda b: b.get("active") is True, 5.0, "batching under load")
-        assert state["pressure"] > 0.2, state  # above where it would stop
+        state = wait_until(batching, lambda b: b is not None and b.active, 5.0, "batching under load")
+        assert state.pressure > 0.2, state  # above where it would stop
         # 40 frames in flight keep a departure near at all times: past its 10% of spinning the
         # thread batches. Every echo crosses, and none sooner than the 1 ms of delay each way.
         summary = wire.ping("-f", "-l", "40", "-s", "1472", "-c", "5000", "-w", "20").stdout.rpartition("---")[2]
         assert int(re.search(r"(\d+) received", summary).group(1)) >= 5000, summary  # -c stops at 5000 echoes
         assert float(summary.split(" = ")[-1].split("/")[0]) >= 2.0, summary
         # The stats are written every 200 ms: until they show the flood.
-        doc = wait_until(wire.stats, lambda d: d["links"][LINK]["reverse"]["departures"] >= 5000, 2.0,
+        doc = wait_until(wire.stats, lambda d: d.links[LINK].reverse.departures >= 5000, 2.0,
                          "the flood in the stats")
-        stats = doc["links"][LINK]
+        stats = doc.links[LINK]
     finally:
         for b in busy:
             b.kill()
             b.wait()
     # Each direction's worker batched (one worker per direction here: two cores or more).
-    workers = {doc["workers"][stats[which]["worker"]]["name"]: doc["workers"][stats[which]["worker"]]
-               for which in ("forward", "reverse")}
-    assert all(w["batch_sleeps"] > 0 for w in workers.values()), workers
-    for which in ("forward", "reverse"):
-        assert stats[which]["drops"]["rx_overrun"] == 0
+    workers = {doc.workers[d.worker].name: doc.workers[d.worker] for d in (stats.forward, stats.reverse)}
+    assert all(w.batch_sleeps > 0 for w in workers.values()), workers
+    for d in (stats.forward, stats.reverse):
+        assert d.drops["rx_overrun"] == 0
         # A batch leaves at most a sleep (50 us) and the machine's wake-up after its first frame
         # was due; a thread deaf past its bound would hold frames for milliseconds.
-        assert stats[which]["depart_error_ns"]["p99"] < 2 * MS, stats[which]["depart_error_ns"]
-    state = wait_until(batching, lambda b: b.get("active") is False, 5.0, "batching stops with the load")
-    assert state["periods_batching"] > 0
+        assert d.depart_error_ns.p99 < 2 * MS, d.depart_error_ns
+    state = wait_until(batching, lambda b: b is not None and not b.active, 5.0, "batching stops with the load")
+    assert state.periods_batching > 0
 
 
 def idle_entries() -> dict[str, int]:
@@ -284,10 +302,10 @@ def test_while_frames_flow_idle_cpus_poll(wire, started):
                             stderr=subprocess.PIPE, text=True)
     started(child.pid)
     wire.wait_ready(child.pid)
-    assert wire.stats()["cpu_latency"]["bound_us"] == 0
+    assert wire.stats().cpu_latency.bound_us == 0
     wire.ping("-c", "5", "-i", "0.02", "-W", "2")
     time.sleep(0.3)  # the main thread looks every 50 ms, and reports every 200 ms
-    assert wire.stats()["cpu_latency"]["held"] is True
+    assert wire.stats().cpu_latency.held is True
     before = idle_entries()
     wire.ping("-c", "50", "-i", "0.01", "-W", "2")
     after = idle_entries()
@@ -299,11 +317,11 @@ def test_while_frames_flow_idle_cpus_poll(wire, started):
     assert halts <= 20, (before, after)
 
 
-def assert_flushed_whole(log: np.ndarray, final: dict) -> None:
+def assert_flushed_whole(log: np.ndarray, final: DirectionStats) -> None:
     """The queue log holds exactly the events the final stats count: none lost at exit."""
     logged = {kind: int((log["kind"] == kind).sum()) for kind in (KIND_ENQUEUE, KIND_DEQUEUE, KIND_DROP)}
-    dropped = sum(final["drops"][reason] for reason in DROP_REASONS.values())
-    assert logged == {KIND_ENQUEUE: final["enqueued"], KIND_DEQUEUE: final["dequeued"], KIND_DROP: dropped}
+    dropped = sum(final.drops[reason] for reason in DROP_REASONS.values())
+    assert logged == {KIND_ENQUEUE: final.enqueued, KIND_DEQUEUE: final.dequeued, KIND_DROP: dropped}
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
@@ -324,13 +342,13 @@ def test_a_signal_stops_it_cleanly(wire, started, sig):
     until_ns = time.monotonic_ns()
 
     stats = wire.stats()
-    assert stats["running"] is False and stats["pid"] == child.pid
+    assert stats.running is False and stats.pid == child.pid
     # The sentinels, a CPU each, slept while the pings flowed (0.2 s of them, 1 ms at a time), and
     # their time-weighted lateness is within what their sleeps took.
-    watch = stats["sentinel"]
-    assert watch["sentinels"] == len(os.sched_getaffinity(0)) and watch["late_ns"]["count"] >= 50, watch
-    assert 0.05e9 * watch["sentinels"] <= watch["span_ns"] <= (until_ns - since_ns) * watch["sentinels"], watch
-    assert 0 <= watch["late_at_random_ns"]["p99"] <= watch["late_ns"]["max"], watch
+    watch = stats.sentinel
+    assert watch.sentinels == len(os.sched_getaffinity(0)) and watch.late_ns.count >= 50, watch
+    assert 0.05e9 * watch.sentinels <= watch.span_ns <= (until_ns - since_ns) * watch.sentinels, watch
+    assert 0 <= watch.late_at_random_ns.p99 <= watch.late_ns.max, watch
     for which, at_least in (("forward", pings), ("reverse", pings)):  # echo requests, echo replies
         log = wire.qlog(which)
         assert set(np.unique(log["kind"])) <= {KIND_ENQUEUE, KIND_DEQUEUE, KIND_DROP}, which
@@ -338,14 +356,39 @@ def test_a_signal_stops_it_cleanly(wire, started, sig):
         assert (np.diff(t_ns) >= 0).all(), f"{which}: t_ns goes backwards"
         assert since_ns <= t_ns.min() and t_ns.max() <= until_ns, f"{which}: t_ns is not CLOCK_MONOTONIC"
         assert (log["kind"] == KIND_ENQUEUE).sum() >= at_least, which
-        assert_flushed_whole(log, stats["links"][LINK][which])
+        final = stats.links[LINK].forward if which == "forward" else stats.links[LINK].reverse
+        assert_flushed_whole(log, final)
         # Its worker's CPU in its own code and in the kernel, within its life, in the final report
         # (the kernel splits the two by its ticks: ten pings may show no kernel time at all).
-        worker = stats["workers"][stats["links"][LINK][which]["worker"]]
-        assert f"{LINK}.{which}" in worker["directions"]
-        cpu = worker["cpu"]
-        assert 0 < cpu["wall_ns"] <= until_ns - since_ns, which
-        assert 0 < cpu["user_ns"] + cpu["kernel_ns"] <= cpu["wall_ns"], (which, cpu)
+        worker = stats.workers[final.worker]
+        assert f"{LINK}.{which}" in worker.directions
+        cpu = worker.cpu
+        assert 0 < cpu.wall_ns <= until_ns - since_ns, which
+        assert 0 < cpu.user_ns + cpu.kernel_ns <= cpu.wall_ns, (which, cpu)
+
+
+CAKE_LINK = DirectionSpec(rate_bps=10 * MBIT, delay_ns=1 * MS, queue=QueueSpec(discipline="cake", packets=1000))
+
+
+def test_what_it_writes_of_cakes_tins_and_of_a_capture_is_read_whole(wire, started):
+    """The figures only some directions have, a discipline's classes and a capture's files, are
+    in the records bloatlab reads the stats into too (Wire.stats holds them to the file)."""
+    capture = {"name": f"{LINK}.forward", "departures_path": str(wire.dir / "forward.pcapng"),
+               "drops_path": str(wire.dir / "forward.drops.pcapng"), "snaplen": 128, "limit_bytes": 1 << 20}
+    child = subprocess.Popen(wire.argv(CAKE_LINK, capture=capture), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+    started(child.pid)
+    wire.wait_ready(child.pid)
+    wire.ping("-c", "5", "-i", "0.02", "-W", "2")
+    child.send_signal(signal.SIGTERM)
+    child.communicate(timeout=2)
+    assert child.returncode == 0
+    stats = wire.stats()
+    forward, reverse = stats.links[LINK].forward, stats.links[LINK].reverse
+    assert forward.capture is not None and forward.capture.error is None
+    assert forward.capture.departures.written == forward.departures >= 5, forward.capture
+    assert forward.tins and sum(t.packets for t in forward.tins) == forward.enqueued >= 5, forward.tins
+    assert reverse.capture is None and reverse.tins  # cake both ways, captured one way
 
 
 def test_queue_log_obeys_the_physics_of_a_full_droptail_queue(wire, started):
@@ -362,7 +405,7 @@ def test_queue_log_obeys_the_physics_of_a_full_droptail_queue(wire, started):
     assert child.returncode == 0
 
     log = wire.qlog("forward")
-    assert_flushed_whole(log, wire.stats()["links"][LINK]["forward"])  # also under load
+    assert_flushed_whole(log, wire.stats().links[LINK].forward)  # also under load
     # The queue never holds more than its limit, and it was full (else this test proves nothing).
     assert log["backlog_pkts"].max() == limit_pkts
     drops = log[log["kind"] == KIND_DROP]

@@ -27,7 +27,7 @@ from bloatlab.experiment.parsers import IperfResult, PingReply, parse_iperf3, pa
 from bloatlab.bench.link import TCP_BUFFERS
 from bloatlab.specs.model import DirectionSpec, HostSpec, LinkSpec, QueueSpec, SwitchSpec, Topology
 from bloatlab.specs.topology import parse_topology
-from bloatlab.testbed.datapath import KIND_DEQUEUE, KIND_DROP, KIND_ENQUEUE, read_qlog
+from bloatlab.testbed.datapath import KIND_DEQUEUE, KIND_DROP, KIND_ENQUEUE, LinkStats, read_qlog
 from bloatlab.testbed.network import Network
 
 pytestmark = pytest.mark.netns
@@ -116,9 +116,9 @@ def iperf_with_pings(net: Network, iperf_args: list[str], ping_interval_s: float
                 proc.wait(timeout=5)
 
 
-def link_stats(net: Network, link: str = "h1-h2") -> dict:
+def link_stats(net: Network, link: str = "h1-h2") -> LinkStats:
     time.sleep(STATS_SETTLE_S)
-    return net.datapath.stats()["links"][link]
+    return net.datapath.stats().links[link]
 
 
 def measured(test: str, **figures: object) -> None:
@@ -161,7 +161,7 @@ def test_rate_gives_payload_capacity_and_a_full_queue_its_delay(names, tmp_path)
         warm_up(net)
         base_ms = idle_min_rtt_ms(net)
         tcp, loaded = iperf_with_pings(net, ["-C", "cubic", "-t", "8", "-O", "3"], 0.05, total_s=11)
-        fwd = link_stats(net)["forward"]
+        fwd = link_stats(net).forward
     # Physics: TCP carries 1448 payload bytes per 1514-byte frame on the wire, so a saturated
     # 10 Mbit/s link gives 9.564 Mbit/s of goodput. -7% leaves room for cubic's sawtooth after
     # a loss with a 100-packet buffer and a busy machine; +2% catches a link faster than its rate.
@@ -173,7 +173,7 @@ def test_rate_gives_payload_capacity_and_a_full_queue_its_delay(names, tmp_path)
     measured("rate", goodput_mbps=tcp.receiver_bps / 1e6, of_capacity=tcp.receiver_bps / capacity_bps,
              base_ms=base_ms, peak_ms=peak_ms, max_ms=max(r.rtt_ms for r in loaded),
              expected_peak_ms=expected_peak_ms, max_sojourn_ms=sojourn_ms,
-             max_backlog_pkts=fwd["max_backlog_pkts"], drops=fwd["drops"], late=fwd["depart_error_ns"])
+             max_backlog_pkts=fwd.max_backlog_pkts, drops=fwd.drops, late=fwd.depart_error_ns)
     assert 0.93 * capacity_bps <= tcp.receiver_bps <= 1.02 * capacity_bps, (tcp.receiver_bps, capacity_bps)
     # Physics: a ping that joins a full queue waits behind 100 full frames (one of them in the
     # serialiser): 100 * 1514 * 8 / 10 Mbit/s = 121.1 ms on top of the idle RTT. 10% both ways.
@@ -183,9 +183,9 @@ def test_rate_gives_payload_capacity_and_a_full_queue_its_delay(names, tmp_path)
     # rounding); TCP keeps the queue full enough to come within 10% of that.
     assert 0.9 * full_queue_ms <= sojourn_ms <= full_queue_ms + 0.001, (sojourn_ms, full_queue_ms)
     # The queue filled exactly to its limit and refused the rest at the tail; nothing else lost.
-    assert fwd["max_backlog_pkts"] == 100, fwd
-    assert fwd["drops"]["queue_full"] > 0, fwd
-    assert fwd["drops"]["rx_overrun"] == 0 and fwd["drops"]["tx_error"] == 0, fwd
+    assert fwd.max_backlog_pkts == 100, fwd
+    assert fwd.drops["queue_full"] > 0, fwd
+    assert fwd.drops["rx_overrun"] == 0 and fwd.drops["tx_error"] == 0, fwd
 
 
 @pytest.mark.parametrize(("rate", "name"), [(100 * MBIT, "phy-fast1"), (1000 * MBIT, "phy-fast2")])
@@ -202,12 +202,13 @@ def test_a_fast_long_link_keeps_its_rate_delay_and_every_frame(names, rate, name
         warm_up(net)
         base_ms = idle_min_rtt_ms(net)
         tcp, _ = iperf_with_pings(net, ["-C", "cubic", "-t", "7", "-O", "2"], None, total_s=9)
-        fwd, rev = (link_stats(net)[d] for d in ("forward", "reverse"))
+        pair = link_stats(net)
+        fwd, rev = pair.forward, pair.reverse
     capacity_bps = rate * TCP_PAYLOAD / FRAME_BYTES
     expected_base_ms = 2 * delay_ns / 1e6 + 2 * PING_FRAME * 8 / rate * 1e3
     measured(name, goodput_mbps=tcp.receiver_bps / 1e6, of_capacity=tcp.receiver_bps / capacity_bps,
-             base_ms=base_ms, expected_base_ms=expected_base_ms, late=fwd["depart_error_ns"],
-             drops=fwd["drops"], reverse_drops=rev["drops"])
+             base_ms=base_ms, expected_base_ms=expected_base_ms, late=fwd.depart_error_ns,
+             drops=fwd.drops, reverse_drops=rev.drops)
     # Physics: the payload share of the rate, 95.6 and 956 Mbit/s. The bench gets 99.8-100%;
     # -12% for a busy 2-core machine at 1 Gbit/s, where the hosts' TCP needs a core of its own.
     assert 0.88 * capacity_bps <= tcp.receiver_bps <= 1.02 * capacity_bps, (tcp.receiver_bps, capacity_bps)
@@ -216,11 +217,11 @@ def test_a_fast_long_link_keeps_its_rate_delay_and_every_frame(names, rate, name
     assert expected_base_ms <= base_ms <= expected_base_ms + 0.25, (base_ms, expected_base_ms)
     # Nothing lost outside the link, either way.
     for d in (fwd, rev):
-        assert d["drops"]["rx_overrun"] == 0 and d["drops"]["tx_error"] == 0, d["drops"]
+        assert d.drops["rx_overrun"] == 0 and d.drops["tx_error"] == 0, d.drops
     # Departures on time at 100 Mbit/s: p99 within 1 ms, the run's lag warning (seen: 19-49 us;
     # the bench's target is 50). At 1 Gbit/s, 83k frames a second on two cores, it was 0.5-1.2 ms.
     if rate == 100 * MBIT:
-        assert fwd["depart_error_ns"]["p99"] < 1 * MS, fwd["depart_error_ns"]
+        assert fwd.depart_error_ns.p99 < 1 * MS, fwd.depart_error_ns
 
 
 # 2. Asymmetric delay ------------------------------------------------------------------------
@@ -302,9 +303,9 @@ def test_loss_rate_and_its_seed(names, tmp_path):
         out = ping(net, "h1", "10.0.0.2", "-c", "500", "-i", "0.005", "-W", "0.3", "-q")
         stats = link_stats(net)
     summary = parse_ping_summary(out)
-    fwd = stats["forward"]
-    measured("loss", success=summary.received / summary.transmitted, fwd_arrivals=fwd["arrivals"],
-             fwd_loss_share=fwd["drops"]["loss"] / fwd["arrivals"])
+    fwd = stats.forward
+    measured("loss", success=summary.received / summary.transmitted, fwd_arrivals=fwd.arrivals,
+             fwd_loss_share=fwd.drops["loss"] / fwd.arrivals)
     # Physics: a ping round trip survives two independent 10% losses: 0.9 * 0.9 = 0.81.
     # Over 500 pings the standard deviation is 1.75 points; 0.72..0.89 is 4.6 and 5.1 sigma:
     # odds of 8e-7 (exact binomial).
@@ -313,9 +314,9 @@ def test_loss_rate_and_its_seed(names, tmp_path):
     # The forward direction drops 10% of what arrives (pings and ARP alike): over >= 500
     # frames the standard deviation is 1.34 points; 0.04..0.16 is 4.5 sigma: odds of 1.2e-5
     # (exact binomial at n = 500, the upper tail the larger).
-    assert fwd["arrivals"] >= 500
-    assert 0.04 <= fwd["drops"]["loss"] / fwd["arrivals"] <= 0.16, fwd
-    assert fwd["drops"]["queue_full"] == 0, fwd  # unlimited rate: loss is the only drop
+    assert fwd.arrivals >= 500
+    assert 0.04 <= fwd.drops["loss"] / fwd.arrivals <= 0.16, fwd
+    assert fwd.drops["queue_full"] == 0, fwd  # unlimited rate: loss is the only drop
 
     # The same seed draws the same decisions, frame by frame: the queue log lists, in arrival
     # order, every frame that reached the loss stage (enqueued, or dropped as loss). Background
@@ -366,16 +367,16 @@ def test_a_mahimahi_trace_paces_the_link(names, tmp_path, lines, opportunities_p
     with Network(_trace_topology(trace), names(name)) as net:
         warm_up(net)
         tcp, _ = iperf_with_pings(net, ["-C", "cubic", "-t", "6", "-O", "2"], None, total_s=8)
-        fwd = link_stats(net)["forward"]
+        fwd = link_stats(net).forward
     # Physics: each opportunity carries 1504 bytes of frames (a frame may span two), so the
     # link carries 1504 * opportunities_per_ms bytes per ms; TCP gets 1448 of every 1514 of
     # them: 11.51 Mbit/s for "1", 17.26 Mbit/s for "1 1 2". -8% for cubic's sawtooth and a
     # busy machine, +3% catches a trace served faster than written.
     capacity_bps = TRACE_OPPORTUNITY_BYTES * 8 * 1000 * opportunities_per_ms * TCP_PAYLOAD / FRAME_BYTES
     measured(name, goodput_mbps=tcp.receiver_bps / 1e6, capacity_mbps=capacity_bps / 1e6,
-             of_capacity=tcp.receiver_bps / capacity_bps, drops=fwd["drops"])
+             of_capacity=tcp.receiver_bps / capacity_bps, drops=fwd.drops)
     assert 0.92 * capacity_bps <= tcp.receiver_bps <= 1.03 * capacity_bps, (tcp.receiver_bps, capacity_bps)
-    assert fwd["drops"]["rx_overrun"] == 0 and fwd["drops"]["tx_error"] == 0, fwd
+    assert fwd.drops["rx_overrun"] == 0 and fwd.drops["tx_error"] == 0, fwd
 
 
 # 5, 6. Byte-limited and drop-head queues ----------------------------------------------------
@@ -387,18 +388,18 @@ def test_a_byte_limited_queue_holds_its_bytes_and_their_delay(names, tmp_path):
         warm_up(net)
         base_ms = idle_min_rtt_ms(net)
         _, loaded = iperf_with_pings(net, ["-C", "cubic", "-t", "4", "-O", "1"], 0.01, total_s=5)
-        fwd = link_stats(net)["forward"]
+        fwd = link_stats(net).forward
     # The limit is in bytes: never more than 30280 bytes wait, and TCP fills it to within
     # a few frames (25000 bytes is 16.5 full frames).
     full_queue_ms = limit_bytes * 8 / rate * 1e3  # 24.22 ms
     expected_peak_ms = base_ms + full_queue_ms
     peak_ms = peak_rtt_ms(loaded)
     sojourn_ms = max_sojourn_ms(tmp_path / "h1-h2.forward.qlog")
-    measured("bytes", max_backlog_bytes=fwd["max_backlog_bytes"], base_ms=base_ms, peak_ms=peak_ms,
+    measured("bytes", max_backlog_bytes=fwd.max_backlog_bytes, base_ms=base_ms, peak_ms=peak_ms,
              max_ms=max(r.rtt_ms for r in loaded), expected_peak_ms=expected_peak_ms,
-             max_sojourn_ms=sojourn_ms, queue_full=fwd["drops"]["queue_full"], late=fwd["depart_error_ns"])
-    assert 25_000 <= fwd["max_backlog_bytes"] <= limit_bytes, fwd
-    assert fwd["drops"]["queue_full"] > 0, fwd
+             max_sojourn_ms=sojourn_ms, queue_full=fwd.drops["queue_full"], late=fwd.depart_error_ns)
+    assert 25_000 <= fwd.max_backlog_bytes <= limit_bytes, fwd
+    assert fwd.drops["queue_full"] > 0, fwd
     # Physics: a ping joining a full queue waits for its bytes to drain:
     # 30280 * 8 / 10 Mbit/s = 24.2 ms over the idle RTT. 15%: pings sample the queue every 10 ms.
     assert 0.85 * expected_peak_ms <= peak_ms <= 1.15 * expected_peak_ms, (peak_ms, expected_peak_ms, base_ms)
@@ -413,13 +414,13 @@ def test_drophead_drops_the_oldest_never_the_arrival(names):
     with Network(topo, names("phy-head")) as net:
         warm_up(net)
         iperf_with_pings(net, ["-C", "cubic", "-t", "3"], None, total_s=3)
-        fwd = link_stats(net)["forward"]
-    measured("drophead", drops=fwd["drops"], max_backlog_pkts=fwd["max_backlog_pkts"])
+        fwd = link_stats(net).forward
+    measured("drophead", drops=fwd.drops, max_backlog_pkts=fwd.max_backlog_pkts)
     # A saturating flow overflows a 20-packet queue; drop-head makes room by dropping from
     # the head, so not one arrival is refused at the tail.
-    assert fwd["drops"]["head_drop"] > 0, fwd
-    assert fwd["drops"]["queue_full"] == 0, fwd
-    assert fwd["max_backlog_pkts"] == 20, fwd
+    assert fwd.drops["head_drop"] > 0, fwd
+    assert fwd.drops["queue_full"] == 0, fwd
+    assert fwd.max_backlog_pkts == 20, fwd
 
 
 # 7. Jitter ---------------------------------------------------------------------------------
@@ -477,25 +478,25 @@ print(json.dumps(report))
 def test_garbage_frames_never_crash_the_datapath(names):
     with Network(two_hosts(queue=QueueSpec(packets=1000)), names("phy-junk")) as net:
         warm_up(net)
-        before = link_stats(net)["forward"]
+        before = link_stats(net).forward
         sent = net.exec("h1", [sys.executable, "-c", GARBAGE], timeout_s=30)
         assert sent.returncode == 0, sent.stderr
         report = json.loads(sent.stdout)
-        fwd = link_stats(net)["forward"]
+        fwd = link_stats(net).forward
         assert net.datapath.alive()
         summary = parse_ping_summary(ping(net, "h1", "10.0.0.2", "-c", "3", "-i", "0.1", "-W", "2"))
     measured("garbage", report=report, forward=fwd, ping_received=summary.received)
     # The kernel itself refuses frames shorter than an Ethernet header (dev_validate_header:
     # EINVAL below 14 bytes), so a veth can never deliver a runt; whatever it did accept must
     # be counted as one, never forwarded.
-    assert fwd["drops"]["runt"] - before["drops"]["runt"] == report["runts_sent"], (report, fwd)
+    assert fwd.drops["runt"] - before.drops["runt"] == report["runts_sent"], (report, fwd)
     # Everything else is an Ethernet frame of legal size, however meaningless: the link
     # carries it like a wire (arrivals = departures, nothing dropped; background frames
     # such as IPv6 router solicitations only add to both).
-    arrived = fwd["arrivals"] - before["arrivals"]
+    arrived = fwd.arrivals - before.arrivals
     assert report["frames_sent"] == 80 and arrived >= 80 + report["runts_sent"], (report, fwd)
-    assert fwd["departures"] - before["departures"] == arrived - report["runts_sent"], fwd
-    assert sum(fwd["drops"].values()) == fwd["drops"]["runt"], fwd
+    assert fwd.departures - before.departures == arrived - report["runts_sent"], fwd
+    assert sum(fwd.drops.values()) == fwd.drops["runt"], fwd
     # And the link still works.
     assert summary.received == 3, summary
 
@@ -526,21 +527,21 @@ def test_super_frames_are_dropped_as_oversize_never_passed(names, tmp_path):
                     proc.kill()
                 if proc is not None:
                     proc.wait(timeout=5)
-        fwd = link_stats(net)["forward"]
+        fwd = link_stats(net).forward
         alive = net.datapath.alive()
         summary = parse_ping_summary(ping(net, "h1", "10.0.0.2", "-c", "3", "-i", "0.1", "-W", "2"))
     log = read_qlog(tmp_path / "h1-h2.forward.qlog")
     enqueued = log["value"][log["kind"] == KIND_ENQUEUE]
-    measured("gso", oversize=fwd["drops"]["oversize"], departures=fwd["departures"],
-             mean_out_bytes=fwd["bytes_out"] / max(1, fwd["departures"]),
+    measured("gso", oversize=fwd.drops["oversize"], departures=fwd.departures,
+             mean_out_bytes=fwd.bytes_out / max(1, fwd.departures),
              largest_enqueued=int(enqueued.max()) if len(enqueued) else None,
-             mean_dropped_bytes=(fwd["bytes_in"] - fwd["bytes_out"]) / max(1, fwd["drops"]["oversize"]))
+             mean_dropped_bytes=(fwd.bytes_in - fwd.bytes_out) / max(1, fwd.drops["oversize"]))
     assert alive
-    assert fwd["drops"]["oversize"] > 0, fwd
+    assert fwd.drops["oversize"] > 0, fwd
     # What was dropped was super-frames: bytes in but not out, more than a full frame each.
-    assert (fwd["bytes_in"] - fwd["bytes_out"]) / fwd["drops"]["oversize"] > MAX_FRAME_BYTES, fwd
+    assert (fwd.bytes_in - fwd.bytes_out) / fwd.drops["oversize"] > MAX_FRAME_BYTES, fwd
     # Every frame that went through was a normal frame: on average, and one by one in the log.
-    assert fwd["departures"] > 0 and fwd["bytes_out"] / fwd["departures"] <= MAX_FRAME_BYTES, fwd
+    assert fwd.departures > 0 and fwd.bytes_out / fwd.departures <= MAX_FRAME_BYTES, fwd
     assert len(enqueued) > 0 and enqueued.max() <= MAX_FRAME_BYTES, enqueued.max()
     assert summary.received == 3, summary  # ICMP checksums are never offloaded: ping still works
 

@@ -15,7 +15,7 @@ from bloatlab.proc import alive as process_alive
 from bloatlab.specs.model import DirectionSpec, HostSpec, LinkSpec, QueueSpec, SwitchSpec, Topology
 from bloatlab.testbed import netns
 from bloatlab.testbed.capabilities import kernel_qdiscs as available_qdiscs
-from bloatlab.testbed.datapath import KIND_DEQUEUE, KIND_ENQUEUE, read_qlog
+from bloatlab.testbed.datapath import KIND_DEQUEUE, KIND_ENQUEUE, SwitchStats, read_qlog
 from bloatlab.testbed.links.base import Port
 from bloatlab.testbed.links.kernel import KernelBackend
 from bloatlab.testbed.network import Network, leftovers
@@ -272,12 +272,12 @@ def test_userspace_link_delays_and_carries_arp(names, datapath_binary, tmp_path)
         mac = net.exec("h2", ["cat", "/sys/class/net/h2-eth0/address"]).stdout
         assert mac.strip() in neigh  # ARP crossed the emulated link
         time.sleep(0.5)  # the stats file is rewritten every 200 ms
-        forward = dp.stats()["links"]["h1-h2"]["forward"]
-        assert forward["departures"] >= 10 and forward["drops"]["queue_full"] == 0
+        forward = dp.stats().links["h1-h2"].forward
+        assert forward.departures >= 10 and forward.drops["queue_full"] == 0
     # Its final report came before its sockets closed, and it was waited for after the rest.
     assert not process_alive(dp.pid, dp.starttime)
     final = net.final_datapath_stats
-    assert final["running"] is False and final["links"]["h1-h2"]["forward"]["departures"] >= forward["departures"]
+    assert final.running is False and final.links["h1-h2"].forward.departures >= forward.departures
     log = read_qlog(tmp_path / "h1-h2.forward.qlog")
     assert (log["kind"] == KIND_ENQUEUE).sum() >= 10
     sojourn_ns = log["value"][log["kind"] == KIND_DEQUEUE]
@@ -387,15 +387,15 @@ def test_a_switch_inside_the_datapath_has_no_namespace_and_joins_its_hosts(names
         assert min(rtts) >= 4.0, rtts  # two links of 1 ms each way
     assert leftovers(net.name) == []
     stats = net.final_datapath_stats
-    s0 = stats["switches"]["s0"]
-    assert s0["flooded"] >= 2 and s0["forwarded"] >= 90 and s0["blocked"] == 0, s0
+    s0 = stats.switches["s0"]
+    assert s0.flooded >= 2 and s0.forwarded >= 90 and s0.blocked == 0, s0
     # Once learnt, h1's 40 echo requests went to h2 alone: h3's link carried its 5 replies and the
     # floods (ARP, the hosts' IPv6 multicast).
-    to_h2, to_h3 = (stats["links"][f"s0-{h}"]["forward"]["departures"] for h in ("h2", "h3"))
+    to_h2, to_h3 = (stats.links[f"s0-{h}"].forward.departures for h in ("h2", "h3"))
     assert to_h2 >= 40 and to_h3 < to_h2 - 20, (to_h2, to_h3)
-    for pair in stats["links"].values():
-        for d in pair.values():
-            assert d["late_arrivals"]["count"] == 0 and d["drops"]["tx_error"] == 0, d
+    for pair in stats.links.values():
+        for d in (pair.forward, pair.reverse):
+            assert d.late_arrivals.count == 0 and d.drops["tx_error"] == 0, d
 
 
 def test_a_switch_the_spec_gives_a_namespace_is_a_bridge_there(names, datapath_binary):
@@ -408,8 +408,8 @@ def test_a_switch_the_spec_gives_a_namespace_is_a_bridge_there(names, datapath_b
         assert stats_switches(net) == {}
 
 
-def stats_switches(net: Network) -> dict:
-    return net.datapath.stats()["switches"]
+def stats_switches(net: Network) -> dict[str, SwitchStats]:
+    return net.datapath.stats().switches
 
 
 def test_a_frame_crosses_a_path_of_switches_entering_and_leaving_the_datapath_once(names, datapath_binary):
@@ -428,15 +428,15 @@ def test_a_frame_crosses_a_path_of_switches_entering_and_leaving_the_datapath_on
         assert 150 < received_mbps <= 200, received_mbps
         dp_ns = net.datapath_namespace
         before_down = {e["ifname"]: e["stats64"] for e in json.loads(netns.ip(dp_ns, "-s", "-j", "link", "show"))}
-    stats = net.final_datapath_stats["links"]
+    stats = net.final_datapath_stats.links
     # The blocked link carries nothing either way; s1, off the path, saw only the floods.
-    assert [stats["s1-s2"][w]["arrivals"] for w in ("forward", "reverse")] == [0, 0]
-    assert 0 < stats["s0-s1"]["forward"]["arrivals"] < 100  # ARP, IPv6 multicast
+    assert [stats["s1-s2"].forward.arrivals, stats["s1-s2"].reverse.arrivals] == [0, 0]
+    assert 0 < stats["s0-s1"].forward.arrivals < 100  # ARP, IPv6 multicast
     # Every frame h1 sent crossed, once: what left h1's link went on by s2 - s0 to s2 - h2, and
     # what entered the datapath at h1's end is what its ring took (as the veth counted it).
-    sent, crossed, delivered = stats["h1-s0"]["forward"], stats["s2-s0"]["reverse"], stats["s2-h2"]["forward"]
-    assert abs(crossed["arrivals"] - sent["departures"]) <= 20, (crossed, sent)
-    assert delivered["arrivals"] == crossed["departures"]
-    assert delivered["departures"] + delivered["drops"]["queue_full"] == delivered["arrivals"] - delivered["backlog_pkts"]
-    assert abs(before_down["l0a"]["rx"]["packets"] - sent["arrivals"]) <= 20
-    assert abs(before_down["l4b"]["tx"]["packets"] - delivered["departures"]) <= 20
+    sent, crossed, delivered = stats["h1-s0"].forward, stats["s2-s0"].reverse, stats["s2-h2"].forward
+    assert abs(crossed.arrivals - sent.departures) <= 20, (crossed, sent)
+    assert delivered.arrivals == crossed.departures
+    assert delivered.departures + delivered.drops["queue_full"] == delivered.arrivals - delivered.backlog_pkts
+    assert abs(before_down["l0a"]["rx"]["packets"] - sent.arrivals) <= 20
+    assert abs(before_down["l4b"]["tx"]["packets"] - delivered.departures) <= 20

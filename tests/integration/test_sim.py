@@ -93,6 +93,7 @@ def test_the_cores_ns3_flavours_drop_as_ns3_does(tmp_path):
     import numpy as np
 
     from bloatlab.sim.replay import replay_in_ns3
+    from bloatlab.specs.disciplines import CoDelParams, PieParams, RedParams
     from bloatlab.specs.model import QueueSpec
 
     rng = np.random.default_rng(11)
@@ -102,11 +103,11 @@ def test_the_cores_ns3_flavours_drop_as_ns3_does(tmp_path):
     for k in range(20):
         on = np.cumsum(rng.exponential(1e9 / (2 * pps), int(pps)))
         bursts.extend((k * 1e9 + on[on < 0.5e9]).astype(np.int64))
-    queues = {"discipline=pie,packets=1000,ns3=true": QueueSpec("pie", packets=1000, params={"ns3": True}),
+    queues = {"discipline=pie,packets=1000,ns3=true": QueueSpec("pie", packets=1000, params=PieParams(ns3=True)),
               "discipline=red,packets=1000,min=15,max=45,probability=0.1,ns3=true":
-                  QueueSpec("red", packets=1000, params={"min": 15, "max": 45, "probability": 0.1, "ns3": True}),
+                  QueueSpec("red", packets=1000, params=RedParams(min=15, max=45, probability=0.1, ns3=True)),
               "discipline=codel,packets=1000,coarse_time=true":
-                  QueueSpec("codel", packets=1000, params={"coarse_time": True})}
+                  QueueSpec("codel", packets=1000, params=CoDelParams(coarse_time=True))}
     for name, times in (("poisson", poisson), ("bursts", bursts)):
         path = tmp_path / f"{name}.csv"
         _trace(path, times)

@@ -1,12 +1,14 @@
 """How short of CPU the machine was while a run played: the kernel's pressure (PSI), read,
 turned into a share of the run, and said when the hosts' figures may be the machine's."""
 
+import json
 import re
 from pathlib import Path
 
 import pytest
 
 from bloatlab.analysis.summary import summary_lines
+from bloatlab.testbed.datapath import DatapathStats
 from bloatlab.testbed.diagnostics import batching_share
 from bloatlab.testbed.machine import (BATCHING_WARN, CPU_PRESSURE_WARN, cpu_pressure_us, pressure_share,
                                       pressure_warnings)
@@ -60,9 +62,14 @@ def test_the_terminal_summary_shows_the_pressure():
 
 
 def test_the_links_batching_share_is_taken_between_two_of_the_datapath_s_reports():
-    at_t0 = {"batching": {"pressure": 0.1, "active": False, "periods": 10, "periods_batching": 2}}
-    final = {"batching": {"pressure": 0.5, "active": True, "periods": 30, "periods_batching": 17}}
+    # The stats file bloatlab-link wrote, with the batching of each report.
+    written = json.loads((Path(__file__).parents[1] / "data" / "datapath-stats.json").read_text())
+
+    def stats(batching: dict | None) -> DatapathStats:
+        return DatapathStats.from_json({**written, "batching": batching})
+    at_t0 = stats({"pressure": 0.1, "active": False, "periods": 10, "periods_batching": 2})
+    final = stats({"pressure": 0.5, "active": True, "periods": 30, "periods_batching": 17})
     assert batching_share(at_t0, final) == pytest.approx(15 / 20)
     assert batching_share(None, final) == pytest.approx(17 / 30)  # no earlier report: all of it
-    assert batching_share(at_t0, {"batching": None}) is None  # batching off, or no PSI
+    assert batching_share(at_t0, stats(None)) is None  # batching off, or no PSI
     assert batching_share(final, final) is None  # no period ended between them

@@ -6,6 +6,7 @@ import struct
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -79,6 +80,27 @@ def test_missing_binary_says_run_make_setup(tmp_path, monkeypatch):
 
 def test_read_stats_of_nothing_is_a_clear_error(tmp_path):
     with pytest.raises(MachineError, match="no datapath stats"):
+        read_stats(tmp_path / "stats.json")
+
+
+def test_the_stats_file_is_read_into_records_that_give_back_every_key(tmp_path):
+    # What bloatlab-link wrote (cs244's links, a cake queue and a capture on s0->h2), byte for
+    # byte as it wrote it once written back out: run.json holds the datapath's own figures.
+    path = Path(__file__).parents[1] / "data" / "datapath-stats.json"
+    stats = read_stats(path)
+    assert json.dumps(stats.to_dict(), indent=2) == path.read_text().rstrip("\n")
+    bottleneck = stats.links["s0-h2"].forward
+    assert bottleneck.capture.departures.written == bottleneck.departures == 23 and bottleneck.capture.error is None
+    assert [t.name for t in bottleneck.tins] == ["Bulk", "Best Effort", "Voice"]
+    assert stats.links["s0-h2"].reverse.capture is None and stats.links["s0-h2"].reverse.tins is None
+    assert stats.workers[bottleneck.worker].name == "worker1" and "s0-h2.forward" in stats.workers[1].directions
+    assert stats.sentinel.rt_priority == 11 and stats.switches["s0"].forwarded == 41 and stats.batching.periods == 5
+    assert stats.figures.to_dict() == {key: json.loads(path.read_text())[key] for key in ("workers", "sentinel", "switches")}
+    # One of another shape (another version's) is named, not a KeyError three layers up.
+    doc = json.loads(path.read_text())
+    del doc["links"]["s0-h2"]["forward"]["late_arrivals"]
+    (tmp_path / "stats.json").write_text(json.dumps(doc))
+    with pytest.raises(MachineError, match="is not a stats file of this bloatlab-link .*late_arrivals"):
         read_stats(tmp_path / "stats.json")
 
 

@@ -1,6 +1,7 @@
 """The catalogue of queue disciplines is the one declaration: bloatlab-link's own defaults and
 reason codes, the datapath config, docs/queues.md's tables and `bloatlab queues` all agree with it."""
 
+import dataclasses
 import json
 import re
 from pathlib import Path
@@ -10,7 +11,7 @@ import pytest
 from bloatlab import binaries, proc
 from bloatlab.cli.main import main
 from bloatlab.cli.queues import BLOCK, markdown
-from bloatlab.specs.disciplines import ALIASES, CATALOGUE
+from bloatlab.specs.disciplines import ALIASES, CATALOGUE, DisciplineName, from_config, to_config
 from bloatlab.specs.model import DirectionSpec, QueueSpec
 from bloatlab.specs.queues import parse_queue
 from bloatlab.testbed.datapath import DROP_REASONS, MARK_REASONS, direction_config
@@ -60,7 +61,27 @@ def test_every_default_written_back_as_a_spec_parses_to_itself():
             elif param.kind == "rate":
                 value = f"{value}bit"
             queue = parse_queue({"discipline": name, param.key: value}, "queue")
-            assert queue.params == {param.config: param.default}, (name, param.key)
+            assert queue.params == discipline.record(**{param.field: param.default}), (name, param.key)
+
+
+# What a typed record holds for each kind of parameter.
+KIND_TYPES = {"duration": "int", "size": "int", "rate": "int", "count": "int", "threshold": "int",
+              "bool": "bool", "ratio": "float", "probability": "float", "choice": "str"}
+
+
+def test_each_disciplines_typed_record_holds_its_catalogue_parameters():
+    assert list(CATALOGUE) == list(DisciplineName)
+    for name, discipline in CATALOGUE.items():
+        assert discipline.name is name
+        fields = dataclasses.fields(discipline.record)
+        assert [f.name for f in fields] == [p.field for p in discipline.params], name
+        for f, param in zip(fields, discipline.params):
+            assert f.type == f"{KIND_TYPES[param.kind]} | None" and f.default is None, (name, f.name)
+        # The field is the spec's key with its unit; the config's name maps to it and back.
+        resolved = QueueSpec(name, bytes=150_000, packets=None).resolved(10_000_000)
+        config = to_config(name, resolved)
+        assert list(config) == [p.config for p in discipline.params]
+        assert from_config(name, config) == resolved
 
 
 def test_docs_tables_are_written_from_the_catalogue():

@@ -5,6 +5,7 @@ lacks codel, fq_codel, red and pie, so these are pure-function tests of the comm
 import pytest
 
 from bloatlab.errors import MachineError, SpecError
+from bloatlab.specs.disciplines import CakeParams, CoDelParams, FqCoDelParams, PieParams, RedParams
 from bloatlab.specs.model import DirectionSpec, LinkSpec, QueueSpec
 from bloatlab.testbed.links.kernel import kernel_needs, kernel_tc_commands
 from bloatlab.testbed.network import choose_backend
@@ -36,7 +37,7 @@ def leaf(queue: QueueSpec, rate_bps: int | None = RATE) -> list[str]:
 def test_codel_defaults_and_settings():
     assert leaf(QueueSpec("codel", 1000)) == [
         "codel", "limit", "1000", "target", "5000us", "interval", "100000us", "noecn"]
-    q = QueueSpec("codel", 300, None, {"target_ns": 2_500_500, "interval_ns": 50_000_000, "ecn": True})
+    q = QueueSpec("codel", 300, None, CoDelParams(target_ns=2_500_500, interval_ns=50_000_000, ecn=True))
     assert leaf(q) == ["codel", "limit", "300", "target", "2500.500us", "interval", "50000us", "ecn"]
 
 
@@ -44,8 +45,8 @@ def test_fq_codel_defaults_and_settings():
     assert leaf(QueueSpec("fq_codel", 10240)) == [
         "fq_codel", "limit", "10240", "flows", "1024", "quantum", "1514", "target", "5000us",
         "interval", "100000us", "ecn", "memory_limit", "33554432", "drop_batch", "64"]
-    q = QueueSpec("fq_codel", 500, None, {"flows": 16, "quantum_bytes": 300, "ecn": False,
-                                         "memory_limit_bytes": 1_000_000, "drop_batch": 8})
+    q = QueueSpec("fq_codel", 500, None, FqCoDelParams(flows=16, quantum_bytes=300, ecn=False,
+                                                       memory_limit_bytes=1_000_000, drop_batch=8))
     assert leaf(q) == ["fq_codel", "limit", "500", "flows", "16", "quantum", "300", "target", "5000us",
                        "interval", "100000us", "noecn", "memory_limit", "1000000", "drop_batch", "8"]
 
@@ -54,8 +55,8 @@ def test_pie_defaults_and_settings():
     assert leaf(QueueSpec("pie", 1000)) == [
         "pie", "limit", "1000", "target", "15000us", "tupdate", "15000us", "alpha", "2", "beta", "20",
         "noecn", "nobytemode"]
-    q = QueueSpec("pie", 100, None, {"target_ns": 20_000_000, "tupdate_ns": 30_000_000, "alpha": 0.0625,
-                                    "beta": 2.0, "ecn": True, "bytemode": True, "dq_rate_estimator": True})
+    q = QueueSpec("pie", 100, None, PieParams(target_ns=20_000_000, tupdate_ns=30_000_000, alpha=0.0625,
+                                              beta=2.0, ecn=True, bytemode=True, dq_rate_estimator=True))
     assert leaf(q) == ["pie", "limit", "100", "target", "20000us", "tupdate", "30000us", "alpha", "1",
                        "beta", "32", "ecn", "bytemode", "dq_rate_estimator"]
 
@@ -72,9 +73,9 @@ def test_red_defaults_from_the_limit_and_the_rate():
 
 
 def test_red_settings_and_flags():
-    q = QueueSpec("red", None, 300_000, {"min": 30_000, "max": 90_000, "avpkt_bytes": 1500, "burst_pkts": 55,
-                                        "probability": 0.1, "bandwidth_bps": 1_000_000, "ecn": True,
-                                        "harddrop": True, "adaptive": True})
+    q = QueueSpec("red", None, 300_000, RedParams(min=30_000, max=90_000, avpkt_bytes=1500, burst_pkts=55,
+                                                  probability=0.1, bandwidth_bps=1_000_000, ecn=True,
+                                                  harddrop=True, adaptive=True))
     assert leaf(q) == ["red", "limit", "300000", "min", "30000", "max", "90000", "avpkt", "1500", "burst", "55",
                        "probability", "0.1", "bandwidth", "1000000bit", "ecn", "harddrop", "adaptive"]
 
@@ -126,11 +127,11 @@ def test_red_in_packets_is_refused_saying_to_give_bytes():
 
 
 def test_red_gentle_and_small_burst_are_refused():
-    assert "Linux red has no gentle mode" in refused(QueueSpec("red", None, 150_000, {"gentle": True})).message
+    assert "Linux red has no gentle mode" in refused(QueueSpec("red", None, 150_000, RedParams(gentle=True))).message
     # min / avpkt = 12.5: tc refuses 12, takes 13
-    error = refused(QueueSpec("red", None, 150_000, {"burst_pkts": 12}))
+    error = refused(QueueSpec("red", None, 150_000, RedParams(burst_pkts=12)))
     assert "(forward.queue.burst)" in error.message and "raise burst to at least 13" in error.message
-    assert choose_backend(link(QueueSpec("red", None, 150_000, {"burst_pkts": 13})), ALL) == "kernel"
+    assert choose_backend(link(QueueSpec("red", None, 150_000, RedParams(burst_pkts=13))), ALL) == "kernel"
 
 
 @pytest.mark.parametrize("discipline", ["codel", "fq_codel", "pie"])
@@ -147,18 +148,19 @@ def test_packet_qdiscs_refuse_a_byte_limit(discipline):
     ({"ecn": True, "ecn_prob": 0.2}, "ecn_prob", "fixed 10% drop probability"),
 ])
 def test_pie_refusals(params, field, fragment):
-    error = refused(QueueSpec("pie", 1000, None, params))
+    error = refused(QueueSpec("pie", 1000, None, PieParams(**params)))
     assert f"(forward.queue.{field})" in error.message and fragment in error.message
 
 
 def test_pie_takes_what_tc_can_write():
     for params in ({"alpha": 0.0, "beta": 2.0}, {"ecn_prob": 0.2}, {"ecn": True, "ecn_prob": 0.1}):
-        assert choose_backend(link(QueueSpec("pie", 1000, None, params)), ALL) == "kernel", params
+        assert choose_backend(link(QueueSpec("pie", 1000, None, PieParams(**params))), ALL) == "kernel", params
 
 
 def test_fq_codel_quantum_below_256_is_refused():
-    assert "raises a quantum below 256" in refused(QueueSpec("fq_codel", 1000, None, {"quantum_bytes": 255})).message
-    assert choose_backend(link(QueueSpec("fq_codel", 1000, None, {"quantum_bytes": 256})), ALL) == "kernel"
+    error = refused(QueueSpec("fq_codel", 1000, None, FqCoDelParams(quantum_bytes=255)))
+    assert "raises a quantum below 256" in error.message
+    assert choose_backend(link(QueueSpec("fq_codel", 1000, None, FqCoDelParams(quantum_bytes=256))), ALL) == "kernel"
 
 
 @pytest.mark.parametrize("discipline", AQM)
@@ -171,17 +173,17 @@ def test_cake_defaults_and_settings():
     assert leaf(QueueSpec("cake", 10240)) == [
         "cake", "bandwidth", "10000000bit", "diffserv3", "triple-isolate", "rtt", "100000us", "raw", "noatm",
         "nowash", "no-ack-filter"]
-    q = QueueSpec("cake", 10240, None, {"bandwidth_bps": 0, "diffserv": "diffserv4", "flow_mode": "dual-dsthost",
-                                        "overhead": 18, "mpu": 64, "framing": "atm", "wash": True,
-                                        "memory_limit_bytes": 1_000_000, "target_ns": 10_000_000,
-                                        "interval_ns": 200_000_000, "ack_filter": "aggressive"})
+    q = QueueSpec("cake", 10240, None, CakeParams(bandwidth_bps=0, diffserv="diffserv4", flow_mode="dual-dsthost",
+                                                  overhead_bytes=18, mpu_bytes=64, framing="atm", wash=True,
+                                                  memory_limit_bytes=1_000_000, target_ns=10_000_000,
+                                                  interval_ns=200_000_000, ack_filter="aggressive"))
     assert leaf(q) == ["cake", "bandwidth", "unlimited", "diffserv4", "dual-dsthost", "rtt", "200000us",
                        "overhead", "18", "mpu", "64", "atm", "wash", "ack-filter-aggressive", "memlimit", "1000000"]
-    assert "ack-filter" in leaf(QueueSpec("cake", 10240, None, {"ack_filter": "conservative"}))
+    assert "ack-filter" in leaf(QueueSpec("cake", 10240, None, CakeParams(ack_filter="conservative")))
 
 
 def test_the_kernel_backend_refuses_what_tcs_cake_cannot_set():
-    needs = kernel_needs(direction(QueueSpec("cake", 1000, None, {"target_ns": 10_000_000})), "forward")
+    needs = kernel_needs(direction(QueueSpec("cake", 1000, None, CakeParams(target_ns=10_000_000))), "forward")
     refused = {n.field: (n.why_not, n.fix) for n in needs if n.qdisc is None}
     assert set(refused) == {"forward.queue.packets", "forward.queue.target"}
     assert "fixed at 10240" in refused["forward.queue.packets"][0]

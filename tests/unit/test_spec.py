@@ -130,6 +130,8 @@ def test_defaults_and_names(tmp_path):
     (("cc = \"reno\"", "cc = \"reno\"\nstop = \"2.5s\""), "workloads[0].stop"),     # iperf3: whole s
     (("rate = \"{rate}\"", "rate = \"{rte}\""), "topology.links[0].rate"),           # unknown placeholder
     (("maxq = { default = 100", "maxq = { default = \"x\""), "params.maxq.default"),
+    (("maxq = { default = 100", "maxq = { label = 3, default = 100"), "params.maxq.label"),
+    (("maxq = { default = 100", "maxq = { tag = \"yes\", default = 100"), "params.maxq.tag"),
 ])
 def test_invalid_specs_name_the_field(tmp_path, change, field):
     old, new = change
@@ -268,3 +270,14 @@ def test_a_dscp_parameter_takes_names_and_codepoints_and_names_itself_when_wrong
         with pytest.raises(SpecError) as error:
             load_preset("rrul", [f"mark_ef={bad}"])
         assert error.value.field == "--set mark_ef" and "is not a DSCP" in error.value.message, bad
+
+
+def test_a_default_run_directory_is_named_by_the_tagged_parameters():
+    from pathlib import Path
+
+    from bloatlab.lab.outcome import default_out
+
+    # cs244 tags maxq and cc (and so aqm where a preset has it), as before tags were declared.
+    out = default_out(load_preset("cs244", ["maxq=20"]), Path("r"))
+    assert out.name.startswith("cs244-maxq20-ccreno-")
+    assert default_out(load_preset("aqm", ["aqm=codel"]), Path("r")).name.startswith("aqm-aqmcodel-maxq1000-ccreno-")

@@ -46,7 +46,7 @@ def test_overlays_draw_each_points_first_complete_run(make_sweep):
     assert set(lines) == {"maxq=20 (rep2)", "maxq=100"}
     for label, run in (("maxq=20 (rep2)", "maxq=20/rep2"), ("maxq=100", "maxq=100/rep1")):
         np.testing.assert_array_equal(lines[label].get_ydata(), column(out / run / "series/ping.csv", "rtt_ms"))
-    assert "one line per queue size (maxq, packets)" in drawn["compare-rtt"].figure.get_suptitle()
+    assert "one line per queue size, packets (maxq)" in drawn["compare-rtt"].figure.get_suptitle()
     # cwnd: the bulk flow only, not the web fetch's connection (web#1).
     cwnd = drawn["compare-cwnd"].figure.axes[0]
     assert [line.get_label() for line in cwnd.lines] == ["maxq=20 (rep2)", "maxq=100"]
@@ -77,7 +77,7 @@ def test_metrics_against_the_axis_are_means_with_their_confidence_intervals(make
     aggregate = {p["label"]: p["metrics"] for p in json.loads((out / "aggregate.json").read_text())["points"]}
     drawn, _ = figures_of(out)
     fig = drawn["compare-delay-vs-maxq"].figure
-    assert fig.get_suptitle() == "Delay against queue size (maxq, packets), one line per aqm"
+    assert fig.get_suptitle() == "Delay against queue size, packets (maxq), one line per aqm"
     ax = fig.axes[0]
     # One line per aqm value and delay metric, each through the three maxq values.
     bars = {c.get_label(): c for c in ax.containers}  # errorbar's line, caps and bars, labelled
@@ -117,6 +117,12 @@ def test_a_discipline_axis_says_so_and_no_web_workload_means_no_fetch_figures(ma
     assert drawn["compare-rtt"].figure.get_suptitle() == \
         "Round-trip time over time, one line per queue discipline (aqm)"
     assert "queue discipline (aqm) varies" in drawn["compare-rtt"].caption
+    # A sweep whose spec labels no axis (or from before labels) names it.
+    doc = json.loads((out / "sweep.json").read_text())
+    del doc["axis_labels"]
+    (out / "sweep.json").write_text(json.dumps(doc))
+    drawn, _ = figures_of(out)
+    assert drawn["compare-rtt"].figure.get_suptitle() == "Round-trip time over time, one line per aqm"
     ax = drawn["compare-throughput-vs-aqm"].figure.axes[0]
     assert [t.get_text() for t in ax.get_xticklabels()] == ["taildrop", "red", "codel"]
 

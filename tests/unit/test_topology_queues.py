@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from bloatlab.errors import SpecError
-from bloatlab.specs.disciplines import CATALOGUE, DISCIPLINES
+from bloatlab.specs.disciplines import (CATALOGUE, DISCIPLINES, CakeParams, CoDelParams, FifoParams, FqCoDelParams,
+                                       PieParams, RedParams)
 from bloatlab.specs.model import QueueSpec
 from bloatlab.specs.topology import parse_topology
 
@@ -47,7 +48,7 @@ def rejects(queue: object, key: str, *fragments: str) -> SpecError:
     ("cake", 10240),
 ])
 def test_default_limit_is_the_disciplines(discipline, packets):
-    assert queue_of({"discipline": discipline}) == QueueSpec(discipline, packets, None, {})
+    assert queue_of({"discipline": discipline}) == QueueSpec(discipline, packets, None)
 
 
 def test_taildrop_is_droptail():
@@ -74,44 +75,44 @@ def test_every_settable_parameter_is_documented():
 
 def test_codel_params():
     q = queue_of({"discipline": "codel", "packets": 500, "target": "2.5ms", "interval": "50ms", "ecn": True})
-    assert q == QueueSpec("codel", 500, None, {"target_ns": 2_500_000, "interval_ns": 50_000_000, "ecn": True})
+    assert q == QueueSpec("codel", 500, None, CoDelParams(target_ns=2_500_000, interval_ns=50_000_000, ecn=True))
 
 
 def test_fq_codel_params():
     q = queue_of({"discipline": "fq_codel", "target": "5ms", "interval": "100ms", "ecn": False, "flows": 16,
                   "quantum": "300b", "memory_limit": "4mib", "drop_batch": 1})
-    assert q.params == {"target_ns": 5_000_000, "interval_ns": 100_000_000, "ecn": False, "flows": 16,
-                        "quantum_bytes": 300, "memory_limit_bytes": 4 * 2**20, "drop_batch": 1}
-    assert queue_of({"discipline": "fq_codel", "flows": 65536, "drop_batch": 1024, "quantum": 1514}).params == {
-        "flows": 65536, "drop_batch": 1024, "quantum_bytes": 1514}
+    assert q.params == FqCoDelParams(target_ns=5_000_000, interval_ns=100_000_000, ecn=False, flows=16,
+                                     quantum_bytes=300, memory_limit_bytes=4 * 2**20, drop_batch=1)
+    assert queue_of({"discipline": "fq_codel", "flows": 65536, "drop_batch": 1024, "quantum": 1514}).params == (
+        FqCoDelParams(flows=65536, drop_batch=1024, quantum_bytes=1514))
 
 
 def test_red_params_in_packets():
     q = queue_of({"discipline": "red", "packets": 200, "min": 20, "max": 60, "avpkt": "1500b", "burst": 30,
                   "probability": 0.1, "bandwidth": "20mbit", "ecn": True, "harddrop": True, "adaptive": True,
                   "gentle": True})
-    assert q == QueueSpec("red", 200, None, {
-        "min": 20, "max": 60, "avpkt_bytes": 1500, "burst_pkts": 30, "probability": 0.1,
-        "bandwidth_bps": 20_000_000, "ecn": True, "harddrop": True, "adaptive": True, "gentle": True})
+    assert q == QueueSpec("red", 200, None, RedParams(
+        min=20, max=60, avpkt_bytes=1500, burst_pkts=30, probability=0.1,
+        bandwidth_bps=20_000_000, ecn=True, harddrop=True, adaptive=True, gentle=True))
 
 
 def test_red_thresholds_in_bytes_are_sizes():
     q = queue_of({"discipline": "red", "bytes": "150kb", "min": "15kb", "max": 45000, "probability": "2%"})
-    assert q == QueueSpec("red", None, 150_000, {"min": 15_000, "max": 45_000, "probability": 0.02})
-    assert queue_of({"discipline": "red", "probability": "100%"}).params == {"probability": 1.0}
-    assert queue_of({"discipline": "red", "probability": 1}).params == {"probability": 1.0}
+    assert q == QueueSpec("red", None, 150_000, RedParams(min=15_000, max=45_000, probability=0.02))
+    assert queue_of({"discipline": "red", "probability": "100%"}).params == RedParams(probability=1.0)
+    assert queue_of({"discipline": "red", "probability": 1}).params == RedParams(probability=1.0)
 
 
 def test_pie_params():
     q = queue_of({"discipline": "pie", "target": "20ms", "tupdate": "30ms", "alpha": 0.25, "beta": 2,
                   "max_burst": "100ms", "ecn": True, "ecn_prob": "20%", "bytemode": True,
                   "dq_rate_estimator": True})
-    assert q.params == {"target_ns": 20_000_000, "tupdate_ns": 30_000_000, "alpha": 0.25, "beta": 2.0,
-                        "max_burst_ns": 100_000_000, "ecn": True, "ecn_prob": 0.2, "bytemode": True,
-                        "dq_rate_estimator": True}
-    assert isinstance(q.params["beta"], float)
-    assert queue_of({"discipline": "pie", "alpha": 0, "ecn_prob": 0}).params == {"alpha": 0.0, "ecn_prob": 0.0}
-    assert queue_of({"discipline": "pie", "ecn_prob": 1}).params == {"ecn_prob": 1.0}
+    assert q.params == PieParams(target_ns=20_000_000, tupdate_ns=30_000_000, alpha=0.25, beta=2.0,
+                                 max_burst_ns=100_000_000, ecn=True, ecn_prob=0.2, bytemode=True,
+                                 dq_rate_estimator=True)
+    assert isinstance(q.params.beta, float)
+    assert queue_of({"discipline": "pie", "alpha": 0, "ecn_prob": 0}).params == PieParams(alpha=0.0, ecn_prob=0.0)
+    assert queue_of({"discipline": "pie", "ecn_prob": 1}).params == PieParams(ecn_prob=1.0)
 
 
 # ---------------------------------------------------------------- the datapath's "queue" object
@@ -145,49 +146,49 @@ def test_direction_to_dict_carries_the_queue():
 
 
 def test_queue_params_do_not_break_hashing():
-    assert hash(QueueSpec("codel", 10, None, {"ecn": True})) == hash(QueueSpec("codel", 10, None, {}))
-    assert QueueSpec("codel", 10, None, {"ecn": True}) != QueueSpec("codel", 10, None, {})
+    assert len({QueueSpec("codel", 10, None, CoDelParams(ecn=True)), QueueSpec("codel", 10, None)}) == 2
+    assert QueueSpec("codel", 10, None, CoDelParams(ecn=True)) != QueueSpec("codel", 10, None, CoDelParams())
 
 
 # ---------------------------------------------------------------- resolved parameters
 
 
 def test_resolved_codel_fq_codel_and_pie_are_the_defaults_under_what_was_set():
-    assert queue_of({"discipline": "codel", "ecn": True}).resolved(None) == {
-        "target_ns": 5_000_000, "interval_ns": 100_000_000, "ecn": True, "coarse_time": False, "mtu_bytes": 1514}
-    assert queue_of({"discipline": "fq_codel"}).resolved(None) == {
-        "target_ns": 5_000_000, "interval_ns": 100_000_000, "ecn": True, "coarse_time": False, "flows": 1024, "quantum_bytes": 1514,
-        "memory_limit_bytes": 32 * 2**20, "drop_batch": 64, "mtu_bytes": 1514}
-    assert queue_of({"discipline": "pie"}).resolved(None) == {
-        "target_ns": 15_000_000, "tupdate_ns": 15_000_000, "alpha": 0.125, "beta": 1.25,
-        "max_burst_ns": 150_000_000, "ecn": False, "ecn_prob": 0.1, "bytemode": False, "dq_rate_estimator": False,
-        "ns3": False, "mtu_bytes": 1514}
-    assert queue_of({"discipline": "droptail"}).resolved(None) == {}
+    assert queue_of({"discipline": "codel", "ecn": True}).resolved(None) == CoDelParams(
+        target_ns=5_000_000, interval_ns=100_000_000, ecn=True, coarse_time=False, mtu_bytes=1514)
+    assert queue_of({"discipline": "fq_codel"}).resolved(None) == FqCoDelParams(
+        target_ns=5_000_000, interval_ns=100_000_000, ecn=True, coarse_time=False, flows=1024, quantum_bytes=1514,
+        memory_limit_bytes=32 * 2**20, drop_batch=64, mtu_bytes=1514)
+    assert queue_of({"discipline": "pie"}).resolved(None) == PieParams(
+        target_ns=15_000_000, tupdate_ns=15_000_000, alpha=0.125, beta=1.25,
+        max_burst_ns=150_000_000, ecn=False, ecn_prob=0.1, bytemode=False, dq_rate_estimator=False,
+        ns3=False, mtu_bytes=1514)
+    assert queue_of({"discipline": "droptail"}).resolved(None) == FifoParams()
 
 
 def test_resolved_red_in_packets_uses_tcs_formulas():
     # max = 1000 / 4 = 250, min = 250 / 3 = 83, burst = (2 * 83 + 250) / 3 = 138 (avpkt cancels out)
-    assert queue_of({"discipline": "red"}).resolved(20_000_000) == {
-        "min": 83, "max": 250, "avpkt_bytes": 1000, "burst_pkts": 138, "probability": 0.02,
-        "bandwidth_bps": 20_000_000, "ecn": False, "harddrop": False, "adaptive": False, "gentle": False,
-        "ns3": False}
+    assert queue_of({"discipline": "red"}).resolved(20_000_000) == RedParams(
+        min=83, max=250, avpkt_bytes=1000, burst_pkts=138, probability=0.02,
+        bandwidth_bps=20_000_000, ecn=False, harddrop=False, adaptive=False, gentle=False,
+        ns3=False)
 
 
 def test_resolved_red_in_bytes_uses_tcs_formulas():
     # max = 150000 / 4 = 37500, min = 12500, burst = (25000 + 37500) / 3000 = 20; no rate: 10 Mbit/s
     params = queue_of({"discipline": "red", "bytes": 150_000}).resolved(None)
-    assert (params["min"], params["max"], params["burst_pkts"], params["bandwidth_bps"]) == (
+    assert (params.min, params.max, params.burst_pkts, params.bandwidth_bps) == (
         12_500, 37_500, 20, 10_000_000)
     # a given max sets the default min; a given min is kept; burst is never below 1
     params = queue_of({"discipline": "red", "bytes": 150_000, "max": 9000, "avpkt": 6000}).resolved(None)
-    assert (params["min"], params["max"], params["burst_pkts"]) == (3000, 9000, 1)
+    assert (params.min, params.max, params.burst_pkts) == (3000, 9000, 1)
     params = queue_of({"discipline": "red", "packets": 100, "min": 5, "burst": 7}).resolved(None)
-    assert (params["min"], params["max"], params["burst_pkts"]) == (5, 25, 7)
+    assert (params.min, params.max, params.burst_pkts) == (5, 25, 7)
 
 
 def test_red_bandwidth_given_beats_the_rate():
     q = queue_of({"discipline": "red", "bandwidth": "1mbit"})
-    assert q.resolved(50_000_000)["bandwidth_bps"] == 1_000_000
+    assert q.resolved(50_000_000).bandwidth_bps == 1_000_000
 
 
 # ---------------------------------------------------------------- rejections
@@ -277,7 +278,7 @@ def test_codel_target_must_be_below_interval():
             "target (5ms, the default) must be below interval (4ms)")
     rejects({"discipline": "codel", "target": "10ms", "interval": "10ms"}, "target",
             "target (10ms) must be below interval (10ms)")
-    assert queue_of({"discipline": "codel", "target": "99ms"}).params == {"target_ns": 99_000_000}
+    assert queue_of({"discipline": "codel", "target": "99ms"}).params == CoDelParams(target_ns=99_000_000)
 
 
 def test_red_threshold_rules():
@@ -291,7 +292,7 @@ def test_red_threshold_rules():
     rejects({"discipline": "red", "packets": 8}, "packets", "which is 0 packets", "set min and max")
     rejects({"discipline": "red", "packets": 8, "min": 2}, "min",
             "min (2 packets) must be below max (2 packets, the default, limit / 4)")
-    assert queue_of({"discipline": "red", "packets": 8, "min": 1}).params == {"min": 1}
+    assert queue_of({"discipline": "red", "packets": 8, "min": 1}).params == RedParams(min=1)
 
 
 def test_limit_rules_hold_for_every_discipline():
@@ -316,10 +317,10 @@ def test_errors_are_one_line_and_name_the_field_in_the_file(tmp_path):
 def test_cake_params_and_its_bandwidth_from_the_link():
     q = queue_of({"discipline": "cake", "diffserv": "diffserv4", "flow_mode": "dual-srchost", "overhead": -4,
                   "framing": "ptm", "wash": True})
-    assert q.params == {"diffserv": "diffserv4", "flow_mode": "dual-srchost", "overhead": -4, "framing": "ptm",
-                        "wash": True}
-    assert q.resolved(10_000_000)["bandwidth_bps"] == 10_000_000  # the line's rate, as SQM sets it
-    assert q.resolved(None)["bandwidth_bps"] is None  # no rate: unlimited
+    assert q.params == CakeParams(diffserv="diffserv4", flow_mode="dual-srchost", overhead_bytes=-4, framing="ptm",
+                                  wash=True)
+    assert q.resolved(10_000_000).bandwidth_bps == 10_000_000  # the line's rate, as SQM sets it
+    assert q.resolved(None).bandwidth_bps is None  # no rate: unlimited
     unlimited = queue_of({"discipline": "cake", "bandwidth": "unlimited"})
-    assert unlimited.resolved(10_000_000)["bandwidth_bps"] == 0  # asked for: the link paces
-    assert queue_of({"discipline": "cake", "bandwidth": "8mbit"}).resolved(10_000_000)["bandwidth_bps"] == 8_000_000
+    assert unlimited.resolved(10_000_000).bandwidth_bps == 0  # asked for: the link paces
+    assert queue_of({"discipline": "cake", "bandwidth": "8mbit"}).resolved(10_000_000).bandwidth_bps == 8_000_000

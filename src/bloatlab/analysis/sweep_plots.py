@@ -30,9 +30,6 @@ from bloatlab.analysis.layout import legend_beside
 from bloatlab.results.files import SERIES_KEYS
 from bloatlab.results.reader import Point, Sweep, SweepRun, load_sweep
 
-# Axis names whose meaning a title should spell out.
-AXIS_WORDS = {"aqm": "queue discipline (aqm)", "maxq": "queue size (maxq, packets)",
-              "txqueuelen": "transmit queue length (txqueuelen, packets)", "cc": "congestion control (cc)"}
 # A numeric axis spanning this ratio or more is drawn on a log scale (txqueuelen 1..100000).
 LOG_SPAN = 100
 
@@ -41,7 +38,7 @@ def varies(sweep: Sweep) -> str:
     """What changes from point to point, in words: "queue discipline (aqm)", "maxq × cc"."""
     names = [n for n, _ in sweep.axes]
     if len(names) == 1:
-        return AXIS_WORDS.get(names[0], names[0])
+        return sweep.axis_label(names[0])
     return " × ".join(names) if names else "point (the sweep has no axes)"
 
 
@@ -369,7 +366,7 @@ def _metric_figure(sweep: Sweep, result: SweepFigures, x_axis: str, stem: str, w
     for point in sweep.points:
         key = ",".join(f"{n}={show_value(point.values.get(n))}" for n in others)
         lines.setdefault(key, []).append(point)
-    words = AXIS_WORDS.get(x_axis, x_axis)
+    words = sweep.axis_label(x_axis)
     fig, ax = _new_figure(f"{what} against {words}" + (f", one line per {' × '.join(others)}" if others else ""),
                           _subtitle(sweep, "mean over the complete repetitions; bars: 95% confidence interval"),
                           words, ylabel)

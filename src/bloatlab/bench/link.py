@@ -309,9 +309,11 @@ def run_case(case: Case, duration_s: float, name: str, out_dir: Path) -> CaseRes
         with Network(two_hosts(case), name, captures=captures) as net:
             _measure(net, case, res, duration_s, ser_ms)
         if captures is not None:
-            final = (net.final_datapath_stats or {}).get("links", {}).get("h1-h2", {})
-            res.capture = {which: {"sent": final.get(which, {}).get("departures"), **final.get(which, {}).get("capture", {})}
-                           for which in ("forward", "reverse")}
+            final = net.final_datapath_stats
+            link = final.links.get("h1-h2") if final is not None else None
+            directions = (("forward", link.forward if link else None), ("reverse", link.reverse if link else None))
+            res.capture = {which: {"sent": d.departures if d else None, **(d.capture.to_dict() if d and d.capture else {})}
+                           for which, d in directions}
     finally:
         if captures is not None:
             shutil.rmtree(captures.dir, ignore_errors=True)
@@ -390,12 +392,12 @@ def _measure(net: Network, case: Case, res: CaseResult, duration_s: float,
             res.batching_pct = 100 * share
         # Lateness where the flow's frames leave the datapath, toward h2 (its last link's forward
         # direction: h1-h2's, or through s0 s0-h2's); drops on every direction.
-        fwd = whole["links"][net.topology.links[-1].name]["forward"]["depart_error_ns"]
-        res.depart_error_p50_us = fwd["p50"] / 1e3
-        res.depart_error_p99_us = fwd["p99"] / 1e3
-        for pair in whole["links"].values():
-            for d in pair.values():
-                for reason, n in d["drops"].items():
+        fwd = whole.links[net.topology.links[-1].name].forward.depart_error_ns
+        res.depart_error_p50_us = fwd.p50 / 1e3
+        res.depart_error_p99_us = fwd.p99 / 1e3
+        for pair in whole.links.values():
+            for d in (pair.forward, pair.reverse):
+                for reason, n in d.drops.items():
                     res.drops[reason] = res.drops.get(reason, 0) + n
         unintended += sum(res.drops.get(k, 0) for k in ("rx_overrun", "tx_error", "oversize", "runt"))
     res.unintended_drops = unintended

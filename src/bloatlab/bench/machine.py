@@ -66,6 +66,7 @@ from bloatlab.specs.experiment import load_preset
 from bloatlab.specs.model import DirectionSpec, HostSpec, LinkSpec, QueueSpec, SwitchSpec, Topology
 from bloatlab.specs.units import format_duration_ns, format_rate
 from bloatlab.testbed import capabilities
+from bloatlab.testbed.datapath import DatapathStats, TimerOvershoot
 from bloatlab.testbed.diagnostics import TIMER_ALLOWANCE_US, TIMER_SLEEP_NS, timer_overshoot
 from bloatlab.testbed.network import PREFIX, Network
 from bloatlab.version import __version__
@@ -282,9 +283,9 @@ def star_topology(hosts: int = STAR_HOSTS) -> Topology:
     return Topology(hosts={h: HostSpec(h) for h in names}, switches={"s0": SwitchSpec("s0")}, links=links)
 
 
-def _frames(stats: dict[str, Any]) -> int:
+def _frames(stats: DatapathStats) -> int:
     """Every frame any of the datapath's link directions took in so far."""
-    return sum(d.get("arrivals", 0) for pair in stats.get("links", {}).values() for d in pair.values())
+    return sum(d.arrivals for pair in stats.links.values() for d in (pair.forward, pair.reverse))
 
 
 def star_s(tag: str) -> dict[str, Any]:
@@ -366,6 +367,12 @@ def rrul_runs(out_dir: Path) -> dict[str, Any]:
 LOADED_AT_S = 3.0
 
 
+def _timer_doc(timer: TimerOvershoot | None) -> dict[str, Any] | None:
+    """A sample of the machine's timer as bench-machine.json holds it: what `bloatlab-link
+    --timer` printed."""
+    return timer.to_dict() if timer is not None else None
+
+
 def _timer_while(loaded: bool, into: dict[str, Any], key: str) -> threading.Thread | None:
     """The machine's timer sampled again while a link case's TCP flow runs, by a real-time
     thread (as the link threads run; `key` + "_rt") and then a normal one (`key`): what a thread
@@ -376,8 +383,8 @@ def _timer_while(loaded: bool, into: dict[str, Any], key: str) -> threading.Thre
 
     def sample() -> None:
         time.sleep(LOADED_AT_S)
-        into[key + "_rt"] = timer_overshoot(TIMER_SLEEP_NS, TIMER_COUNT, realtime=True)
-        into[key] = timer_overshoot(TIMER_SLEEP_NS, TIMER_COUNT)
+        into[key + "_rt"] = _timer_doc(timer_overshoot(TIMER_SLEEP_NS, TIMER_COUNT, realtime=True))
+        into[key] = _timer_doc(timer_overshoot(TIMER_SLEEP_NS, TIMER_COUNT))
 
     thread = threading.Thread(target=sample, name="timer-under-load", daemon=True)
     thread.start()
@@ -464,7 +471,7 @@ def run_machine(names: list[str], limits: dict[str, float], rates: list[int], du
     OUT/bench-machine.json and .txt and returns the former's document."""
     out_dir.mkdir(parents=True, exist_ok=True)
     tag = f"bm{os.getpid() % 100000}"
-    timer = timer_overshoot(TIMER_SLEEP_NS, TIMER_COUNT)
+    timer = _timer_doc(timer_overshoot(TIMER_SLEEP_NS, TIMER_COUNT))
     if timer is None:
         raise BloatlabError("bloatlab-link --timer failed; build it with `make build`", field="bloatlab-link")
     say(f"timer: {timer_summary(timer)}")
@@ -488,7 +495,7 @@ def run_machine(names: list[str], limits: dict[str, float], rates: list[int], du
             # The idle timer again, right before the case it is the allowance of: a sample taken
             # minutes earlier, in another busy spell of a shared machine, once gave a p99 of
             # 448 us against 87 in the run before, and let any lateness pass.
-            extra["timer_before_lateness"] = timer_overshoot(TIMER_SLEEP_NS, TIMER_COUNT)
+            extra["timer_before_lateness"] = _timer_doc(timer_overshoot(TIMER_SLEEP_NS, TIMER_COUNT))
         loaded_timer = _timer_while(case.delay_ns > 0, extra, "timer_loaded")
         results.append(run_case(case, duration_s, tag, out_dir))
         if loaded_timer is not None:

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bloatlab.specs.model import Experiment
+from bloatlab.testbed.datapath import DatapathFigures, DirectionStats, TimerOvershoot
 
 
 @dataclass
@@ -50,6 +51,19 @@ class QueueMeasure:
     summary: dict[str, Any] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class SimulatedDirection:
+    """A link direction's counters in a simulated run, as ns-3's driver wrote them
+    (directions.csv): what run.json's datapath_stats holds there."""
+
+    departures: int
+    bytes_out: int
+    queue_drops: int
+
+    def to_dict(self) -> dict[str, int]:
+        return {"departures": self.departures, "bytes_out": self.bytes_out, "queue_drops": self.queue_drops}
+
+
 @dataclass
 class RunRecord:
     """A run, whole or cut short, ready to be written."""
@@ -73,11 +87,12 @@ class RunRecord:
     queues: dict[str, QueueMeasure] = field(default_factory=dict)  # per probed direction ("s0->h2")
     tcp_probe: str = "none"  # tracepoint, ss or none
     tcp_lost_events: int | None = None
-    datapath_stats: dict[str, dict[str, Any]] = field(default_factory=dict)  # per userspace direction
-    # The datapath's own figures at the end: its workers, its sentinel, its switches.
-    datapath: dict[str, Any] = field(default_factory=dict)
+    datapath_stats: dict[str, DirectionStats] = field(default_factory=dict)  # per userspace direction
+    simulated_stats: dict[str, SimulatedDirection] = field(default_factory=dict)  # per direction, simulated
+    # The datapath's own figures at the end: its workers, its sentinel, its switches (None: no datapath).
+    datapath: DatapathFigures | None = None
     # The machine's timer as the datapath met it at the start (testbed.diagnostics.timer_overshoot).
-    timer: dict[str, Any] | None = None
+    timer: TimerOvershoot | None = None
     # The share of the played schedule in which some task waited for a CPU (the kernel's PSI),
     # and the share of the datapath's report periods its links batched in (None: no such figure).
     cpu_pressure: float | None = None

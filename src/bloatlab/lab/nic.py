@@ -26,7 +26,7 @@ from bloatlab.nic import journal as journals
 from bloatlab.nic import knobs
 from bloatlab.nic.knobs import Iface
 from bloatlab.nic.measure import GRACE_S, Target, ping_outcome, preflight, run_iperf3, start_ping, stop, tcp_summary, throughput_rows, udp_summary
-from bloatlab.nic.plan import NicPlan
+from bloatlab.nic.plan import KNOB_LABELS, NicPlan
 from bloatlab.results.files import RunDir
 from bloatlab.results.reader import load_sweep
 from bloatlab.testbed.machine import machine, tool_versions
@@ -309,7 +309,7 @@ def run(plan: NicPlan, out: Path, *, resume: bool = False, progress: bool = True
     try:
         outcome = run_sweep(
             out, kind="nic", name=f"nic-{plan.iface.name}", source=plan.source,
-            axes=[Axis(name, values) for name, values in plan.axes], repeat=plan.repeat, fixed=plan.fixed(),
+            axes=[Axis(name, values, KNOB_LABELS.get(name, "")) for name, values in plan.axes], repeat=plan.repeat, fixed=plan.fixed(),
             run_one=sweep.run_one, estimate_s=plan.run_s, headline=headline, finish=finish, resume=resume,
             progress=progress, command=["bloatlab", *sys.argv[1:]])
     finally:

@@ -59,7 +59,7 @@ def now() -> str:
 
 def default_out(experiment: Experiment, root: Path = Path("results")) -> Path:
     stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
-    tags = "-".join(f"{k}{v}" for k, v in experiment.params.items() if k in ("maxq", "aqm", "cc"))
+    tags = "-".join(f"{k}{v}" for k, v in experiment.params.items() if k in experiment.tags)
     return root / "-".join(x for x in (experiment.name, tags, stamp) if x)
 
 

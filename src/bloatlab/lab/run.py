@@ -45,7 +45,7 @@ from bloatlab.specs.model import Bulk, Experiment, Web
 if TYPE_CHECKING:
     from bloatlab.lab.sweep import SweepOutcome
 from bloatlab.testbed import capabilities, netns, state
-from bloatlab.testbed.datapath import read_stats_if_any
+from bloatlab.testbed.datapath import DatapathStats, DirectionStats, read_stats_if_any
 from bloatlab.testbed.diagnostics import batching_share, capture_warnings, lag_warnings, timer_overshoot
 from bloatlab.testbed.links.base import Captures
 from bloatlab.testbed.machine import (cpu_pressure_us, machine, pressure_share, pressure_warnings, snapshots,
@@ -83,7 +83,7 @@ class Run:
         self.stopped_s: float | None = None  # how far the schedule got, when it was cut short
         self.preload: threading.Thread | None = None
         self.pressure_at_t0: tuple[int | None, float] | None = None  # (PSI's CPU "some" total, monotonic s)
-        self.stats_at_t0: dict[str, Any] | None = None  # the datapath's stats then
+        self.stats_at_t0: DatapathStats | None = None  # the datapath's stats then
 
     def execute(self) -> Outcome:
         if self.dir.holds_run():
@@ -274,8 +274,8 @@ class Run:
             record.backends = list(self.net.backends)  # chosen before building, so known if the build failed
             record.host_cc = dict(self.net.host_cc)
         record.datapath_stats = self._datapath_stats()
-        final = (self.net.final_datapath_stats or {}) if self.net is not None else {}
-        record.datapath = {key: final[key] for key in ("workers", "sentinel", "switches") if key in final}
+        final = self.net.final_datapath_stats if self.net is not None else None
+        record.datapath = final.figures if final is not None else None
         if self.stats_at_t0 is not None and self.net is not None:  # from t0 on, as the pressure
             record.links_batching = batching_share(self.stats_at_t0, self.net.final_datapath_stats)
         record.warnings += lag_warnings(record.datapath_stats, record.timer, record.datapath)
@@ -283,15 +283,14 @@ class Run:
         record.warnings += pressure_warnings(record.cpu_pressure, record.links_batching)
         return record
 
-    def _datapath_stats(self) -> dict[str, dict[str, Any]]:
+    def _datapath_stats(self) -> dict[str, DirectionStats]:
         """The datapath's final counters per direction name ("s0->h2"), userspace links only."""
-        final = (self.net.final_datapath_stats or {}) if self.net is not None else {}
+        final = self.net.final_datapath_stats if self.net is not None else None
         out = {}
         for link in self.exp.topology.links:
-            stats = final.get("links", {}).get(link.name, {})
-            for which in ("forward", "reverse"):
-                if which in stats:
-                    out[link.direction_name(which)] = stats[which]
+            if final is not None and (stats := final.links.get(link.name)) is not None:
+                out[link.direction_name("forward")] = stats.forward
+                out[link.direction_name("reverse")] = stats.reverse
         return out
 
     def _write_partial(self) -> None:
@@ -406,7 +405,7 @@ def sweep_experiment(plan: SweepPlan, out: Path, *, repeat: int, resume: bool = 
         build_driver(say=progress)  # once, before the runs that use it start side by side
         executor = ParallelExecutor()  # simulations share nothing: one per core
     return run_sweep(out, kind="experiment", name=first.name, source=first.source or first.name,
-                     axes=[Axis(name, values) for name, values in plan.axes], repeat=repeat, fixed=plan.fixed,
+                     axes=[Axis(name, values, plan.labels.get(name, "")) for name, values in plan.axes], repeat=repeat, fixed=plan.fixed,
                      run_one=run_one, estimate_s=first.duration_s + RUN_OVERHEAD_S, headline=headline,
                      finish=functools.partial(finish_sweep, svg=svg), executor=executor, resume=resume,
                      progress=progress, command=command, fingerprint=plan.source.fingerprint(),

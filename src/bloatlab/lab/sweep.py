@@ -35,6 +35,7 @@ NO_AXES_LABEL = "all"
 class Axis:
     name: str
     values: tuple[Any, ...]
+    label: str = ""  # what it is in a few words, for figures ("queue size, packets"); "" for none
 
 
 @dataclass
@@ -104,6 +105,7 @@ def new_document(*, kind: str, name: str, source: str, axes: list[Axis], repeat:
     return {
         "format": SWEEP_FORMAT, "kind": kind, "name": name, "source": source, "fingerprint": fingerprint,
         "command": command, "link_backends": link_backends,
+        "axis_labels": {a.name: a.label for a in axes if a.label},
         "axes": [{"name": a.name, "values": list(a.values)} for a in axes],
         "repeat": repeat, "fixed": fixed, "created": created, "updated": created, "status": "running",
         "machine": machine(),

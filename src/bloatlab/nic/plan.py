@@ -32,6 +32,9 @@ from bloatlab.specs.units import format_rate, parse_duration_ns, parse_rate
 
 # Knobs in the order their axes nest on the command line (the first varies slowest).
 KNOBS = ("qdisc", "offloads", "bql_limit_max", "bql_limit_min", "txqueuelen")
+# Each knob in a few words, for the axes and titles of a sweep's figures.
+KNOB_LABELS = {"qdisc": "root qdisc", "offloads": "segmentation offloads", "bql_limit_max": "BQL limit_max, bytes",
+               "bql_limit_min": "BQL limit_min, bytes", "txqueuelen": "transmit queue length, packets"}
 DEFAULT_OFFLOAD_FEATURES = ("gso", "tso", "gro", "sg")
 DEFAULT_PORT = 5201
 SPEC_KEYS = ("iface", "server", "netns", "port", "repeat", "duration", "udp_rate", "ping_interval",

@@ -433,6 +433,13 @@ class Sweep:
     def name(self) -> str:
         return str(self.meta.get("name") or self.path.name)
 
+    def axis_label(self, name: str) -> str:
+        """An axis in words for figures: its label and name ("queue size, packets (maxq)"), or its
+        name where the sweep gave no label."""
+        labels = self.meta.get("axis_labels")
+        label = labels.get(name) if isinstance(labels, dict) else None
+        return f"{label} ({name})" if isinstance(label, str) and label else name
+
     @property
     def axes(self) -> list[tuple[str, list[Any]]]:
         axes = self.meta.get("axes")

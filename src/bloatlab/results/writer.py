@@ -6,11 +6,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from bloatlab.experiment.record import QUEUE_NUMBERS, RunRecord
+from bloatlab.experiment.record import QUEUE_NUMBERS, RunRecord, SimulatedDirection
 from bloatlab.results.files import RunDir
 from bloatlab.results.stats import FETCH_STATS, RTT_STATS, bufferbloat, describe
 from bloatlab.specs import dscp
 from bloatlab.specs.model import Experiment
+from bloatlab.testbed.datapath import DatapathFigures, DirectionStats, TimerOvershoot
 from bloatlab.testbed.diagnostics import lateness
 from bloatlab.testbed.links.base import capture_file
 from bloatlab.version import __version__
@@ -55,22 +56,21 @@ def summary(record: RunRecord) -> dict[str, Any]:
     return doc
 
 
-def tins_of(datapath_stats: dict[str, dict[str, Any]]) -> dict[str, dict[str, dict[str, Any]]]:
+def tins_of(datapath_stats: dict[str, DirectionStats]) -> dict[str, dict[str, dict[str, Any]]]:
     """Per direction with classes (CAKE's tins), each tin by name: what tc -s shows of it, delays
     in ms and the threshold in Mbit/s."""
     out = {}
     for direction, stats in datapath_stats.items():
-        tins = stats.get("tins") or []
-        # ack_drops: absent from the stats of a datapath older than the ACK filter, so none.
         out[direction] = {
-            t["name"]: {"threshold_mbps": t["threshold_bps"] / 1e6, "target_ms": t["target_us"] / 1e3,
-                        "interval_ms": t["interval_us"] / 1e3, "packets": t["packets"], "bytes": t["bytes"],
-                        "backlog_bytes": t["backlog_bytes"], "drops": t["drops"],
-                        "ack_drops": t.get("ack_drops", 0), "marks": t["marks"],
-                        **{f"{k}_delay_ms": t[f"{k}_delay_us"] / 1e3 for k in ("avg", "peak", "base")},
-                        **{k: t[k] for k in ("sparse_flows", "bulk_flows", "unresponsive_flows",
-                                             "way_indirect_hits", "way_misses", "way_collisions")}}
-            for t in tins}
+            t.name: {"threshold_mbps": t.threshold_bps / 1e6, "target_ms": t.target_us / 1e3,
+                     "interval_ms": t.interval_us / 1e3, "packets": t.packets, "bytes": t.bytes,
+                     "backlog_bytes": t.backlog_bytes, "drops": t.drops, "ack_drops": t.ack_drops, "marks": t.marks,
+                     "avg_delay_ms": t.avg_delay_us / 1e3, "peak_delay_ms": t.peak_delay_us / 1e3,
+                     "base_delay_ms": t.base_delay_us / 1e3, "sparse_flows": t.sparse_flows,
+                     "bulk_flows": t.bulk_flows, "unresponsive_flows": t.unresponsive_flows,
+                     "way_indirect_hits": t.way_indirect_hits, "way_misses": t.way_misses,
+                     "way_collisions": t.way_collisions}
+            for t in stats.tins or ()}
     return {d: t for d, t in out.items() if t}
 
 
@@ -79,12 +79,15 @@ def captures(record: RunRecord) -> dict[str, Any]:
     them: packets, those past the size limit (cut) and those the disk was too slow for (lost)."""
     out = {}
     for direction in record.experiment.probes.pcap:
-        counts = record.datapath_stats.get(direction, {}).get("capture", {})
+        stats = record.datapath_stats.get(direction)
+        capture = stats.capture if stats is not None else None
+        files = (("departures", capture.departures if capture is not None else None),
+                 ("drops", capture.drops if capture is not None else None))
         out[direction] = {
             what: {"file": f"pcap/{capture_file(direction, drops=what == 'drops')}",
-                   **{key: counts.get(what, {}).get(name) for key, name in
-                      (("packets", "written"), ("cut", "cut"), ("lost", "lost"), ("bytes", "bytes"))}}
-            for what in ("departures", "drops")}
+                   "packets": f.written if f is not None else None, "cut": f.cut if f is not None else None,
+                   "lost": f.lost if f is not None else None, "bytes": f.bytes if f is not None else None}
+            for what, f in files}
     return out
 
 
@@ -154,9 +157,11 @@ def run_document(record: RunRecord) -> dict[str, Any]:
         "hosts": [{"name": h, "address": exp.topology.address(h), "cc": record.host_cc.get(h)}
                   for h in exp.topology.hosts],
         "links": links,
-        "datapath_stats": record.datapath_stats,
-        "datapath": record.datapath,
-        "timer": record.timer,
+        # Per direction: the datapath's stats as it wrote them, or ns-3's driver's counters.
+        "datapath_stats": {**{name: d.to_dict() for name, d in record.datapath_stats.items()},
+                           **{name: d.to_dict() for name, d in record.simulated_stats.items()}},
+        "datapath": record.datapath.to_dict() if record.datapath is not None else {},
+        "timer": record.timer.to_dict() if record.timer is not None else None,
         "flows": flows,
         "probes": {"tcp": record.tcp_probe, "queue": {name: q.source for name, q in record.queues.items()},
                    "tcp_lost_events": record.tcp_lost_events},
@@ -170,6 +175,8 @@ def record_from_document(doc: dict[str, Any]) -> RunRecord:
     exp = Experiment.from_dict(doc["spec"], params=doc.get("params"), preset=doc.get("preset"),
                                source=doc.get("source"))
     flows = doc.get("flows") or {}
+    directions = doc.get("datapath_stats") or {}
+    simulated = exp.backend == "ns3"
     return RunRecord(
         exp, started_at=doc.get("started_at"), ended_at=doc.get("ended_at"), t0_real=doc.get("t0_realtime_s"),
         t0_mono=doc.get("t0_monotonic_s"), owner=doc.get("owner"), incomplete_reason=doc.get("incomplete_reason"),
@@ -177,7 +184,11 @@ def record_from_document(doc: dict[str, Any]) -> RunRecord:
         backends=[link.get("backend") for link in doc.get("links", [])],
         host_cc={h["name"]: h["cc"] for h in doc.get("hosts", []) if h.get("cc")},
         ports={name: flow["port"] for name, flow in flows.items() if flow.get("port")},
-        tcp_probe=(doc.get("probes") or {}).get("tcp") or "none", timer=doc.get("timer"), datapath=doc.get("datapath") or {},
+        tcp_probe=(doc.get("probes") or {}).get("tcp") or "none",
+        datapath_stats={} if simulated else {name: DirectionStats.from_json(d) for name, d in directions.items()},
+        simulated_stats={name: SimulatedDirection(**d) for name, d in directions.items()} if simulated else {},
+        datapath=DatapathFigures.from_json(doc["datapath"]) if doc.get("datapath") else None,
+        timer=TimerOvershoot.from_json(doc["timer"]) if doc.get("timer") is not None else None,
         snapshots=doc.get("snapshots") or {}, machine=doc.get("machine") or {}, tools=doc.get("tools") or {})
 
 

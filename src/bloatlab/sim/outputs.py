@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from bloatlab.experiment.probes.queue import from_qlog
-from bloatlab.experiment.record import Collected, QueueMeasure, RunRecord
+from bloatlab.experiment.record import Collected, QueueMeasure, RunRecord, SimulatedDirection
 from bloatlab.specs import dscp
 from bloatlab.specs.model import Bulk, Ping
 
@@ -61,10 +61,9 @@ def collect(out: Path, record: RunRecord) -> None:
                 trace = from_qlog(path, 0.0)
                 record.queues[name] = QueueMeasure("ns3", trace.rows(name, record.duration_s),
                                                    trace.summary(record.duration_s))
-    record.datapath_stats = {}
-    for name, row in _table(out / "directions.csv").items():
-        record.datapath_stats[name] = {"departures": int(row["departures"]), "bytes_out": int(row["bytes_out"]),
-                                       "queue_drops": int(row["queue_drops"])}
+    record.simulated_stats = {name: SimulatedDirection(int(row["departures"]), int(row["bytes_out"]),
+                                                       int(row["queue_drops"]))
+                              for name, row in _table(out / "directions.csv").items()}
 
 
 def bulk_summary(w: Bulk, f: dict[str, str]) -> dict[str, Any]:

@@ -13,11 +13,13 @@ from pathlib import Path
 from typing import Any
 
 from bloatlab.errors import SpecError
+from bloatlab.specs.disciplines import DisciplineName
 from bloatlab.specs.model import Bulk, DirectionSpec, Experiment, Ping, Web
 
 # The disciplines ns-3's traffic-control module has, by bloatlab's name.
-QUEUE_DISCS = {"droptail": "ns3::FifoQueueDisc", "codel": "ns3::CoDelQueueDisc",
-               "fq_codel": "ns3::FqCoDelQueueDisc", "red": "ns3::RedQueueDisc", "pie": "ns3::PieQueueDisc"}
+QUEUE_DISCS = {DisciplineName.DROPTAIL: "ns3::FifoQueueDisc", DisciplineName.CODEL: "ns3::CoDelQueueDisc",
+               DisciplineName.FQ_CODEL: "ns3::FqCoDelQueueDisc", DisciplineName.RED: "ns3::RedQueueDisc",
+               DisciplineName.PIE: "ns3::PieQueueDisc"}
 CONGESTION_CONTROLS = ("reno", "cubic", "bbr")  # ns-3's TcpLinuxReno, TcpCubic, TcpBbr
 WORKLOADS = ("bulk", "ping", "web")
 
@@ -49,22 +51,22 @@ def queue_attributes(direction: DirectionSpec, field: str) -> dict[str, str]:
                         field=f"{field}.queue.discipline")
     p = q.resolved(direction.rate_bps)
     attrs = {"MaxSize": f"{q.packets}p" if q.packets else f"{q.bytes}B"}
-    if q.discipline in ("codel", "fq_codel"):
-        attrs.update(Target=_ns(p["target_ns"]), Interval=_ns(p["interval_ns"]), UseEcn=_bool(p["ecn"]))
-    if q.discipline == "codel":
-        attrs["MinBytes"] = str(p["mtu_bytes"])
-    elif q.discipline == "fq_codel":
-        attrs.update(Flows=str(p["flows"]), DropBatchSize=str(p["drop_batch"]))
-    elif q.discipline == "red":
-        per_pkt = 1 if q.packets else p["avpkt_bytes"]
-        attrs.update(MinTh=str(p["min"]), MaxTh=str(p["max"]), LInterm=repr(1 / p["probability"]),
-                     MeanPktSize=str(p["avpkt_bytes"]), QW=repr(ewma_weight(p["min"] / per_pkt, p["burst_pkts"])),
-                     LinkBandwidth=f"{p['bandwidth_bps']}bps", UseEcn=_bool(p["ecn"]),
-                     UseHardDrop=_bool(p["harddrop"]), Gentle=_bool(p["gentle"]), ARED=_bool(p["adaptive"]))
-    elif q.discipline == "pie":
-        attrs.update(QueueDelayReference=_ns(p["target_ns"]), Tupdate=_ns(p["tupdate_ns"]), A=repr(p["alpha"]),
-                     B=repr(p["beta"]), MaxBurstAllowance=_ns(p["max_burst_ns"]), UseEcn=_bool(p["ecn"]),
-                     MarkEcnThreshold=repr(p["ecn_prob"]), UseDequeueRateEstimator=_bool(p["dq_rate_estimator"]))
+    if q.discipline in (DisciplineName.CODEL, DisciplineName.FQ_CODEL):
+        attrs.update(Target=_ns(p.target_ns), Interval=_ns(p.interval_ns), UseEcn=_bool(p.ecn))
+    if q.discipline == DisciplineName.CODEL:
+        attrs["MinBytes"] = str(p.mtu_bytes)
+    elif q.discipline == DisciplineName.FQ_CODEL:
+        attrs.update(Flows=str(p.flows), DropBatchSize=str(p.drop_batch))
+    elif q.discipline == DisciplineName.RED:
+        per_pkt = 1 if q.packets else p.avpkt_bytes
+        attrs.update(MinTh=str(p.min), MaxTh=str(p.max), LInterm=repr(1 / p.probability),
+                     MeanPktSize=str(p.avpkt_bytes), QW=repr(ewma_weight(p.min / per_pkt, p.burst_pkts)),
+                     LinkBandwidth=f"{p.bandwidth_bps}bps", UseEcn=_bool(p.ecn),
+                     UseHardDrop=_bool(p.harddrop), Gentle=_bool(p.gentle), ARED=_bool(p.adaptive))
+    elif q.discipline == DisciplineName.PIE:
+        attrs.update(QueueDelayReference=_ns(p.target_ns), Tupdate=_ns(p.tupdate_ns), A=repr(p.alpha),
+                     B=repr(p.beta), MaxBurstAllowance=_ns(p.max_burst_ns), UseEcn=_bool(p.ecn),
+                     MarkEcnThreshold=repr(p.ecn_prob), UseDequeueRateEstimator=_bool(p.dq_rate_estimator))
     return attrs
 
 

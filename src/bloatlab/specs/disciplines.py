@@ -6,13 +6,17 @@ into results and into the datapath's config, `bloatlab queues`, the tables of do
 (`make docs` writes them), the kernel backend's defaults. A test holds bloatlab-link's own
 defaults (`bloatlab-link --describe`) equal to it.
 
-Values are in the datapath config's units, named as the config names them (`target_ns`).
+A discipline's names are a DisciplineName; its parameters, typed, are its record (CoDelParams,
+...), each field the spec's key with its unit (`target_ns`) and in that unit. The datapath config,
+run.json and a spec's dict name them as the config does (Param.config): to_config and
+from_config map between the two.
 This module imports nothing of bloatlab's: it is data and the arithmetic of derived defaults.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields, replace
+from enum import StrEnum
 from typing import Any
 
 # Largest frame a 1500-byte-MTU Ethernet link carries (no FCS): what queues and the serialiser
@@ -39,6 +43,20 @@ KINDS = {
     "threshold": "what the limit counts: whole packets, or a size when the limit is in bytes",
     "choice": "one of the names listed",
 }
+# The unit a value of each kind is held in, the suffix of its field name (Param.field).
+KIND_UNITS = {"duration": "ns", "size": "bytes", "rate": "bps"}
+
+
+class DisciplineName(StrEnum):
+    """The disciplines, by the name specs, results and the datapath's config give them."""
+
+    DROPTAIL = "droptail"
+    DROPHEAD = "drophead"
+    CODEL = "codel"
+    FQ_CODEL = "fq_codel"
+    RED = "red"
+    PIE = "pie"
+    CAKE = "cake"
 
 
 @dataclass(frozen=True)
@@ -46,7 +64,7 @@ class Param:
     """One parameter of a discipline."""
 
     key: str  # in a spec: queue = { target = "5ms" }
-    config: str  # in the datapath config, QueueSpec.params and results: "target_ns"
+    config: str  # in the datapath config, run.json and a spec's dict: "target_ns"
     kind: str  # one of KINDS
     default: Any  # in the config's unit; None: derived (see `derived`)
     help: str  # what it does, one line
@@ -57,16 +75,106 @@ class Param:
     settable: bool = True  # False: fixed, only written to the config (a spec cannot set it)
     choices: tuple[str, ...] = ()  # choice: the names it takes
     unlimited: bool = False  # rate: "unlimited" is a value (0 in the config)
+    unit: str = ""  # count: what it counts when that has a unit ("pkts", "bytes"); other kinds: KIND_UNITS
+
+    @property
+    def field(self) -> str:
+        """Its name in the discipline's typed record: the spec's key with its unit (target_ns)."""
+        unit = self.unit or KIND_UNITS.get(self.kind, "")
+        return f"{self.key}_{unit}" if unit else self.key
+
+
+# Each discipline's parameters, typed: the fields are its Params' `field`s in their order, each
+# in the unit its name says (a test holds them equal to the catalogue). In a QueueSpec a field
+# is None when the spec left it out: the catalogue's default, or the derived value, stands for
+# it. Resolved (QueueSpec.resolved), every field holds the value that runs; None only where
+# that is a value (CAKE's bandwidth_bps, overhead_bytes and memory_limit_bytes).
+
+@dataclass(frozen=True)
+class FifoParams:
+    """droptail's and drophead's: nothing beyond the limit."""
+
+
+@dataclass(frozen=True)
+class CoDelParams:
+    target_ns: int | None = None
+    interval_ns: int | None = None
+    ecn: bool | None = None
+    coarse_time: bool | None = None
+    mtu_bytes: int | None = None
+
+
+@dataclass(frozen=True)
+class FqCoDelParams:
+    target_ns: int | None = None
+    interval_ns: int | None = None
+    ecn: bool | None = None
+    coarse_time: bool | None = None
+    flows: int | None = None
+    quantum_bytes: int | None = None
+    memory_limit_bytes: int | None = None
+    drop_batch: int | None = None  # packets
+    mtu_bytes: int | None = None
+
+
+@dataclass(frozen=True)
+class RedParams:
+    min: int | None = None  # min and max count what the queue's limit counts: packets, or bytes
+    max: int | None = None
+    avpkt_bytes: int | None = None
+    burst_pkts: int | None = None
+    probability: float | None = None
+    bandwidth_bps: int | None = None
+    ecn: bool | None = None
+    harddrop: bool | None = None
+    adaptive: bool | None = None
+    gentle: bool | None = None
+    ns3: bool | None = None
+
+
+@dataclass(frozen=True)
+class PieParams:
+    target_ns: int | None = None
+    tupdate_ns: int | None = None
+    alpha: float | None = None  # per second
+    beta: float | None = None  # per second
+    max_burst_ns: int | None = None
+    ecn: bool | None = None
+    ecn_prob: float | None = None
+    bytemode: bool | None = None
+    dq_rate_estimator: bool | None = None
+    ns3: bool | None = None
+    mtu_bytes: int | None = None
+
+
+@dataclass(frozen=True)
+class CakeParams:
+    bandwidth_bps: int | None = None  # 0, or resolved None (no rate to take): unlimited
+    diffserv: str | None = None
+    flow_mode: str | None = None
+    target_ns: int | None = None
+    interval_ns: int | None = None
+    overhead_bytes: int | None = None  # resolved None: none, the frame's own length (tc's raw)
+    mpu_bytes: int | None = None
+    framing: str | None = None
+    wash: bool | None = None
+    memory_limit_bytes: int | None = None  # resolved None: the datapath derives it
+    ack_filter: str | None = None
+    mtu_bytes: int | None = None
+
+
+Params = FifoParams | CoDelParams | FqCoDelParams | RedParams | PieParams | CakeParams
 
 
 @dataclass(frozen=True)
 class Discipline:
-    name: str
+    name: DisciplineName
     summary: str  # what it does, one line
     packets: int  # the packet limit when a spec gives neither packets nor bytes
     packets_source: str
     params: tuple[Param, ...] = ()
     aliases: tuple[str, ...] = ()
+    record: type = FifoParams  # its typed parameters (Params)
 
     def param(self, key: str) -> Param:
         return next(p for p in self.params if p.key == key)
@@ -106,20 +214,22 @@ _COARSE_TIME = Param("coarse_time", "coarse_time", "bool", False,
                      "count time in 1024-ns units, as Linux's and ns-3's CoDel do, rather than exact nanoseconds",
                      "Linux `codel_time_t`, ns-3 `CoDelQueueDisc`")
 
-CATALOGUE: dict[str, Discipline] = {d.name: d for d in (
-    Discipline("droptail", "first in, first out; a packet that does not fit is dropped on arrival",
+CATALOGUE: dict[DisciplineName, Discipline] = {d.name: d for d in (
+    Discipline(DisciplineName.DROPTAIL, "first in, first out; a packet that does not fit is dropped on arrival",
                1000, "Linux txqueuelen", aliases=("taildrop",)),
-    Discipline("drophead", "first in, first out; when full, the oldest packet is dropped to make room",
+    Discipline(DisciplineName.DROPHEAD, "first in, first out; when full, the oldest packet is dropped to make room",
                1000, "Linux txqueuelen"),
-    Discipline("codel", "drops at the head when packets have waited longer than `target` for a whole `interval`",
+    Discipline(DisciplineName.CODEL,
+               "drops at the head when packets have waited longer than `target` for a whole `interval`",
                1000, "Linux `sch_codel`", (
                    _target(5, "RFC 8289, Linux `sch_codel`"),
                    _INTERVAL,
                    _ecn(False, "Linux `sch_codel`"),
                    _COARSE_TIME,
                    _mtu("Linux `sch_codel` (the MTU-plus-header rule)"),
-               )),
-    Discipline("fq_codel", "hashes flows into separate queues served round-robin, each with its own CoDel",
+               ), record=CoDelParams),
+    Discipline(DisciplineName.FQ_CODEL,
+               "hashes flows into separate queues served round-robin, each with its own CoDel",
                10240, "Linux `sch_fq_codel`", (
                    _target(5, "RFC 8290, Linux"),
                    _INTERVAL,
@@ -135,8 +245,9 @@ CATALOGUE: dict[str, Discipline] = {d.name: d for d in (
                          "packets dropped at once from the fattest flow when the queue is full",
                          "Linux `sch_fq_codel`", low=1, high=1024),
                    _mtu("Linux `sch_fq_codel` (CoDel's MTU-plus-header rule)"),
-               )),
-    Discipline("red", "drops (or marks) arrivals with a probability that grows with the average queue length",
+               ), record=FqCoDelParams),
+    Discipline(DisciplineName.RED,
+               "drops (or marks) arrivals with a probability that grows with the average queue length",
                1000, "bloatlab (Linux red has only a byte limit)", (
                    Param("min", "min", "threshold", None, "below this average queue, nothing is dropped",
                          "`tc` (`q_red.c`)", derived="max / 3"),
@@ -146,7 +257,7 @@ CATALOGUE: dict[str, Discipline] = {d.name: d for d in (
                          "`tc-red(8)`'s typical value"),
                    Param("burst", "burst_pkts", "count", None,
                          "how many packets of a burst the average absorbs (sets its weight)", "`tc` (`q_red.c`)",
-                         low=1, high=MAX_QUEUE_PACKETS,
+                         low=1, high=MAX_QUEUE_PACKETS, unit="pkts",
                          derived="(2 min + max) / (3 avpkt), thresholds in bytes, at least 1; with a packet "
                                  "limit, (2 min + max) / 3"),
                    Param("probability", "probability", "probability", 0.02,
@@ -166,8 +277,9 @@ CATALOGUE: dict[str, Discipline] = {d.name: d for d in (
                    Param("ns3", "ns3", "bool", False,
                          "decide as ns-3's RedQueueDisc does (its count and wait rule, idle decay), not Linux's",
                          "ns-3 3.44 `RedQueueDisc` (docs/simulation.md)"),
-               )),
-    Discipline("pie", "drops (or marks) arrivals with a probability steered by a controller on the queueing delay",
+               ), record=RedParams),
+    Discipline(DisciplineName.PIE,
+               "drops (or marks) arrivals with a probability steered by a controller on the queueing delay",
                1000, "Linux `sch_pie`", (
                    _target(15, "RFC 8033, Linux"),
                    Param("tupdate", "tupdate_ns", "duration", 15 * MS, "how often the probability is updated",
@@ -191,9 +303,10 @@ CATALOGUE: dict[str, Discipline] = {d.name: d for d in (
                          "decide as ns-3's PieQueueDisc does (burst allowance, update, no derandomisation), "
                          "not Linux's", "ns-3 3.44 `PieQueueDisc` (docs/simulation.md)"),
                    _mtu("Linux `sch_pie` (no early drop below two frames)"),
-               )),
-    Discipline("cake", "sorts DSCP marks into tins and flows into queues fair between hosts, with COBALT in each "
-                       "and its own shaper", 10240, "Linux `sch_cake`", (
+               ), record=PieParams),
+    Discipline(DisciplineName.CAKE,
+               "sorts DSCP marks into tins and flows into queues fair between hosts, with COBALT in each "
+               "and its own shaper", 10240, "Linux `sch_cake`", (
                    Param("bandwidth", "bandwidth_bps", "rate", None,
                          'the shaper\'s rate, whose shares decide which tin goes first; "unlimited" leaves the '
                          "pace to the link and shares tins by weight", "Linux `sch_cake` (unlimited)",
@@ -210,10 +323,10 @@ CATALOGUE: dict[str, Discipline] = {d.name: d for d in (
                          "COBALT's interval, about the flows' worst RTT (tc's rtt)", "Linux `sch_cake`"),
                    Param("overhead", "overhead", "count", None,
                          "bytes the shaper adds to each packet in place of its Ethernet header (the framing "
-                         "of the line below)", "Linux `sch_cake`", low=-64, high=256,
+                         "of the line below)", "Linux `sch_cake`", low=-64, high=256, unit="bytes",
                          derived="none: the frame's own length (tc's raw)"),
                    Param("mpu", "mpu", "count", 0, "the least length a packet counts for", "Linux `sch_cake`",
-                         low=0, high=256),
+                         low=0, high=256, unit="bytes"),
                    Param("framing", "framing", "choice", "none",
                          "the line's cells: atm (48 bytes of each 53) or ptm (64/65 encoding)", "Linux `sch_cake`",
                          choices=("none", "atm", "ptm")),
@@ -228,7 +341,7 @@ CATALOGUE: dict[str, Discipline] = {d.name: d for d in (
                          "when two wait, aggressive also when one waits right before it", "Linux `sch_cake`",
                          choices=("off", "conservative", "aggressive")),
                    _mtu("Linux `sch_cake` (`psched_mtu`)"),
-               )),
+               ), record=CakeParams),
 )}
 
 DISCIPLINES = tuple(CATALOGUE)
@@ -243,11 +356,11 @@ def discipline(name: str) -> Discipline:
 
 # Derived defaults ---------------------------------------------------------------------------
 
-def red_thresholds(limit: int, given: dict[str, Any]) -> tuple[int, int]:
-    """RED's (min, max) in the limit's unit, tc's defaults for those not given: max = limit / 4,
-    min = max / 3, in whole units (integer division, as tc computes them)."""
-    max_ = given.get("max", limit // 4)
-    min_ = given.get("min", max_ // 3)
+def red_thresholds(limit: int, min_: int | None, max_: int | None) -> tuple[int, int]:
+    """RED's (min, max) in the limit's unit, tc's defaults for those not given (None): max =
+    limit / 4, min = max / 3, in whole units (integer division, as tc computes them)."""
+    max_ = limit // 4 if max_ is None else max_
+    min_ = max_ // 3 if min_ is None else min_
     return min_, max_
 
 
@@ -259,22 +372,41 @@ def red_burst(min_: int, max_: int, avpkt_bytes: int, in_bytes: bool) -> int:
     return max(1, (2 * min_ + max_) // (3 * avpkt_bytes))
 
 
-def resolve(name: str, packets: int | None, nbytes: int | None, given: dict[str, Any],
-            rate_bps: int | None) -> dict[str, Any]:
-    """Every parameter of a queue: what the spec gave (config names) over the catalogue's
-    defaults, the derived ones computed as the datapath computes them. `rate_bps` is the link
-    direction's rate, None when unlimited."""
+def resolve(name: DisciplineName, packets: int | None, nbytes: int | None, params: Params,
+            rate_bps: int | None) -> Params:
+    """Every parameter of a queue: what the spec set over the catalogue's defaults, the derived
+    ones computed as the datapath computes them. `rate_bps` is the link direction's rate, None
+    when unlimited."""
     d = CATALOGUE[name]
-    resolved = {**d.defaults(), **given}
-    if name == "red":
+    resolved = replace(d.record(**{p.field: p.default for p in d.params}), **given(params))
+    if isinstance(params, RedParams):
         limit = nbytes if nbytes is not None else packets
         assert limit is not None
-        resolved["min"], resolved["max"] = red_thresholds(limit, given)
-        if resolved["burst_pkts"] is None:
-            resolved["burst_pkts"] = red_burst(resolved["min"], resolved["max"], resolved["avpkt_bytes"],
-                                               nbytes is not None)
-        if "bandwidth_bps" not in given and rate_bps is not None:
-            resolved["bandwidth_bps"] = rate_bps
-    if name == "cake" and "bandwidth_bps" not in given and rate_bps is not None:
-        resolved["bandwidth_bps"] = rate_bps
+        min_, max_ = red_thresholds(limit, params.min, params.max)
+        burst_pkts = params.burst_pkts
+        if burst_pkts is None:
+            burst_pkts = red_burst(min_, max_, resolved.avpkt_bytes, nbytes is not None)
+        resolved = replace(resolved, min=min_, max=max_, burst_pkts=burst_pkts)
+    if isinstance(params, (RedParams, CakeParams)) and params.bandwidth_bps is None and rate_bps is not None:
+        resolved = replace(resolved, bandwidth_bps=rate_bps)
     return resolved
+
+
+# The config's names --------------------------------------------------------------------------
+
+def given(params: Params) -> dict[str, Any]:
+    """The parameters a spec set (those not None), by field."""
+    return {f.name: getattr(params, f.name) for f in fields(params) if getattr(params, f.name) is not None}
+
+
+def to_config(name: DisciplineName, params: Params) -> dict[str, Any]:
+    """The parameters under the datapath config's names, in the catalogue's order: the one
+    mapping from the typed record to the datapath's config, run.json and a spec's dict."""
+    return {p.config: getattr(params, p.field) for p in CATALOGUE[name].params}
+
+
+def from_config(name: DisciplineName, values: dict[str, Any]) -> Params:
+    """The inverse of to_config: parameters under the config's names as the discipline's record."""
+    d = CATALOGUE[name]
+    field_of = {p.config: p.field for p in d.params}
+    return d.record(**{field_of[config]: value for config, value in values.items()})

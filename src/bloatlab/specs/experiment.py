@@ -45,7 +45,7 @@ MAX_DURATION_NS = 24 * 3600 * 10**9
 SPEC_KEYS = ("name", "description", "duration", "seed", "repeat", "backend", "punctual", "params", "topology",
              "workloads", "probes")
 MAX_REPEAT = 1000
-PARAM_KEYS = ("default", "type", "help", "choices", "min", "max", "sweep")
+PARAM_KEYS = ("default", "type", "help", "choices", "min", "max", "sweep", "label", "tag")
 
 
 # Loading -----------------------------------------------------------------------------------
@@ -96,8 +96,8 @@ def load_experiment(path: str | Path, sets: list[str] | None = None, rep: int = 
 
 @dataclass(frozen=True)
 class Source:
-    """Where an experiment comes from: a bundled preset or a spec file. Each run of a sweep
-    loads it anew, with its point's --set values and its repetition."""
+    """Where an experiment comes from: a bundled preset or a spec file, with what the command
+    line adds to every run of it."""
 
     preset: str | None = None
     path: Path | None = None
@@ -129,6 +129,7 @@ class SweepPlan:
     axes: list[tuple[str, tuple[Any, ...]]]  # each axis's name and its typed values, in order
     points: dict[tuple[Any, ...], Experiment]  # typed values -> the point's experiment (repetition 1)
     first: Experiment  # the experiment at the spec's own values, for names and durations
+    labels: dict[str, str] = dataclasses.field(default_factory=dict)  # axis -> its `label`, where the spec gives one
 
     def key(self, values: dict[str, Any]) -> tuple[Any, ...]:
         return tuple(values[name] for name, _ in self.axes)
@@ -168,7 +169,9 @@ def plan_sweep(source: Source, sets: list[str], axes: list[tuple[str, list[str]]
             raise SpecError(f"{','.join(values)} names a value twice (as {name} reads them); give each once",
                             field=f"--sweep {name}")
     typed_axes = [(name, tuple(typed[name, v] for v in values)) for name, values in axes]
-    return SweepPlan(source, list(sets), typed_axes, points, source.load(sets))
+    declared = _parse_params(load_toml(source.file()).get("params", {}))
+    labels = {name: declared[name].label for name, _ in axes if declared[name].label}
+    return SweepPlan(source, list(sets), typed_axes, points, source.load(sets), labels)
 
 
 def parse_experiment(data: dict[str, Any], sets: list[str], *, base_dir: Path,
@@ -235,7 +238,7 @@ def parse_experiment(data: dict[str, Any], sets: list[str], *, base_dir: Path,
     return Experiment(name=name, description=description.strip(), topology=topology,
                       workloads=tuple(workloads), probes=probes, duration_ns=duration_ns, seed=seed,
                       params=values, preset=preset, source=source, repeat=repeat, backend=run_backend,
-                      punctual=punctual).repetition(rep)
+                      tags=tuple(name for name, p in params.items() if p.tag), punctual=punctual).repetition(rep)
 
 
 # Parameters --------------------------------------------------------------------------------
@@ -263,8 +266,15 @@ def _parse_params(raw: object) -> dict[str, Param]:
         choices = table.get("choices")
         if choices is not None and not (isinstance(choices, list) and choices):
             raise SpecError("must be a non-empty list of the allowed values", field=field_of(where, "choices"))
+        label, tag = table.get("label", ""), table.get("tag", False)
+        if not isinstance(label, str) or len(label) > 60:
+            raise SpecError(f"{show(label)} is not a label; write a few words, e.g. label = \"queue size, packets\"",
+                            field=field_of(where, "label"))
+        if not isinstance(tag, bool):
+            raise SpecError(f"{show(tag)} is not true or false; tag = true names default run directories by this "
+                            "parameter's value", field=field_of(where, "tag"))
         param = Param(name, kind, None, str(table.get("help", "")),
-                      tuple(choices) if choices else None, table.get("min"), table.get("max"))
+                      tuple(choices) if choices else None, table.get("min"), table.get("max"), label=label, tag=tag)
         sweep = _parse_sweep(table.get("sweep"), param, field_of(where, "sweep"))
         params[name] = Param(**{**param.__dict__, "default": check_param(param, default, field_of(where, "default")),
                                 "sweep": sweep})

@@ -38,33 +38,46 @@ DEFAULT_WEB_SIZE_BYTES = 180_000  # about the index page the CS244 original fetc
 class QueueSpec:
     """The queue in front of a link direction's serialiser."""
 
-    discipline: str = "droptail"  # a name in the catalogue (disciplines.py)
-    packets: int | None = disciplines.CATALOGUE["droptail"].packets  # limit in packets (exclusive with bytes)
-    bytes: int | None = None  # limit in bytes of Ethernet frames
-    # The discipline's parameters the spec set, under their datapath JSON names, in their units
-    # ("target_ns": 5000000); the catalogue's defaults stand for the rest.
-    params: dict[str, Any] = field(default_factory=dict, hash=False)
+    discipline: disciplines.DisciplineName = disciplines.DisciplineName.DROPTAIL
+    packets: int | None = disciplines.CATALOGUE[disciplines.DisciplineName.DROPTAIL].packets  # limit in packets
+    bytes: int | None = None  # limit in bytes of Ethernet frames (exclusive with packets)
+    # The parameters the spec set, as the discipline's record (disciplines.CoDelParams, ...):
+    # None for those it did not, where the catalogue's defaults stand. None here: none set.
+    params: disciplines.Params | None = None
+
+    def __post_init__(self) -> None:
+        # A name given as text (QueueSpec("codel")) is the catalogue's.
+        object.__setattr__(self, "discipline", disciplines.DisciplineName(self.discipline))
+        record = disciplines.CATALOGUE[self.discipline].record
+        if self.params is None:
+            object.__setattr__(self, "params", record())
+        elif type(self.params) is not record:
+            raise TypeError(f"a {self.discipline} queue takes {record.__name__}, not {type(self.params).__name__}")
 
     def to_dict(self) -> dict[str, Any]:
         """The queue as the spec gave it: the limit and the parameters it set (config names)."""
-        return {"discipline": self.discipline, "packets": self.packets, "bytes": self.bytes, **self.params}
+        params = disciplines.to_config(self.discipline, self.params)
+        return {"discipline": self.discipline, "packets": self.packets, "bytes": self.bytes,
+                **{name: value for name, value in params.items() if value is not None}}
 
-    def resolved(self, rate_bps: int | None) -> dict[str, Any]:
-        """Every parameter of the discipline, under its config name: what the spec set over the
-        catalogue's defaults, derived ones computed. `rate_bps` is the direction's rate."""
+    def resolved(self, rate_bps: int | None) -> disciplines.Params:
+        """Every parameter of the discipline: what the spec set over the catalogue's defaults,
+        derived ones computed. `rate_bps` is the direction's rate."""
         return disciplines.resolve(self.discipline, self.packets, self.bytes, self.params, rate_bps)
 
     def config(self, rate_bps: int | None) -> dict[str, Any]:
-        """The datapath config's "queue" object: the limit and every parameter, resolved."""
+        """The datapath config's "queue" object: the limit and every parameter, resolved, under
+        the config's names (as run.json records it too)."""
         return {"discipline": self.discipline, "packets": self.packets, "bytes": self.bytes,
-                **self.resolved(rate_bps)}
+                **disciplines.to_config(self.discipline, self.resolved(rate_bps))}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> QueueSpec:
         """The inverse of to_dict()."""
+        name = disciplines.DisciplineName(data["discipline"])
         params = {key: value for key, value in data.items() if key not in disciplines.LIMIT_KEYS}
-        return cls(discipline=data["discipline"], packets=data.get("packets"), bytes=data.get("bytes"),
-                   params=params)
+        return cls(discipline=name, packets=data.get("packets"), bytes=data.get("bytes"),
+                   params=disciplines.from_config(name, params))
 
 
 @dataclass(frozen=True)
@@ -208,6 +221,8 @@ class Param:
     max: float | None = None
     # Values run in turn when the parameter is not --set (`sweep = true`: every choice).
     sweep: tuple[Any, ...] | None = None
+    label: str = ""  # what it is in a few words, for a sweep's axes and titles ("queue size, packets")
+    tag: bool = False  # a run's default directory name carries NAMEVALUE (cs244-maxq20-...)
 
 
 @dataclass(frozen=True)
@@ -327,6 +342,9 @@ class Experiment:
     preset: str | None = None
     source: str | None = None  # the spec file, or "preset NAME"
     backend: str = "emulation"  # one of RUN_BACKENDS: namespaces and links, or simulated in ns-3
+    # The parameters (`tag = true`) a default run directory is named by: the spec's declaration,
+    # not what ran (run.json does not keep it).
+    tags: tuple[str, ...] = field(default=(), compare=False)
     # The userspace datapath wakes early enough for the machine's latest wake-ups and spins
     # through them, for departures as punctual as the machine allows (docs/datapath.md, "Punctual").
     punctual: bool = False

@@ -14,7 +14,8 @@ from typing import Any
 
 from bloatlab.errors import SpecError, show
 from bloatlab.specs.disciplines import (ALIASES, CATALOGUE, DISCIPLINES, LIMIT_KEYS, MAX_QUEUE_BYTES,
-                                       MAX_QUEUE_DURATION_NS, MAX_QUEUE_PACKETS, MTU_FRAME_BYTES, Param)
+                                       MAX_QUEUE_DURATION_NS, MAX_QUEUE_PACKETS, MTU_FRAME_BYTES, DisciplineName,
+                                       Param)
 from bloatlab.specs.model import QueueSpec
 from bloatlab.specs.reading import check_keys, field_of
 from bloatlab.specs.units import format_duration_ns, parse_duration_ns, parse_rate, parse_size_bytes
@@ -32,16 +33,17 @@ def parse_queue(value: object, base: str) -> QueueSpec:
     _check_queue_keys(value, discipline, base)
     packets, limit_bytes = _parse_limit(value, discipline, base)
     params = {
-        param.config: _parse_queue_param(param, value[param.key], field_of(base, param.key), limit_bytes is not None)
+        param.field: _parse_queue_param(param, value[param.key], field_of(base, param.key), limit_bytes is not None)
         for param in CATALOGUE[discipline].settable
         if param.key in value
     }
-    queue = QueueSpec(discipline=discipline, packets=packets, bytes=limit_bytes, params=params)
+    queue = QueueSpec(discipline=discipline, packets=packets, bytes=limit_bytes,
+                      params=CATALOGUE[discipline].record(**params))
     _check_queue(queue, value, base)
     return queue
 
 
-def _with_discipline_table(value: dict[str, Any], discipline: str, base: str) -> dict[str, Any]:
+def _with_discipline_table(value: dict[str, Any], discipline: DisciplineName, base: str) -> dict[str, Any]:
     """A queue may hold a table per discipline (`red = { min = 15, max = 45 }`) whose keys apply
     only when that discipline is the one chosen, so one spec can sweep disciplines with each
     tuned. The chosen one's keys override the queue's own."""
@@ -59,11 +61,11 @@ def _with_discipline_table(value: dict[str, Any], discipline: str, base: str) ->
     return merged
 
 
-def _parse_discipline(value: object, field_name: str) -> str:
+def _parse_discipline(value: object, field_name: str) -> DisciplineName:
     if isinstance(value, str) and value in ALIASES:
         return ALIASES[value]
     if isinstance(value, str) and value in DISCIPLINES:
-        return value
+        return DisciplineName(value)
     close = difflib.get_close_matches(value, DISCIPLINES, n=1) if isinstance(value, str) else []
     guess = f"did you mean {show(close[0])}? " if close else ""
     raise SpecError(
@@ -72,7 +74,7 @@ def _parse_discipline(value: object, field_name: str) -> str:
     )
 
 
-def _check_queue_keys(value: dict[str, Any], discipline: str, base: str) -> None:
+def _check_queue_keys(value: dict[str, Any], discipline: DisciplineName, base: str) -> None:
     """Only the keys of this discipline; a key another discipline takes is named as such."""
     allowed = (*LIMIT_KEYS, *(p.key for p in CATALOGUE[discipline].settable))
     for key in value:
@@ -86,7 +88,7 @@ def _check_queue_keys(value: dict[str, Any], discipline: str, base: str) -> None
     check_keys(value, allowed, base, f"a {discipline} queue")
 
 
-def _parse_limit(value: dict[str, Any], discipline: str, base: str) -> tuple[int | None, int | None]:
+def _parse_limit(value: dict[str, Any], discipline: DisciplineName, base: str) -> tuple[int | None, int | None]:
     """(packets, bytes), exactly one of them set; the discipline's default packet limit if neither."""
     if "packets" in value and "bytes" in value:
         raise SpecError(
@@ -119,7 +121,7 @@ def _is_whole(value: object) -> bool:
 
 
 def _parse_queue_param(param: Param, value: object, field_name: str, in_bytes: bool) -> Any:
-    """One discipline parameter in its datapath unit; RED's thresholds are bytes when `in_bytes`
+    """One discipline parameter in its field's unit; RED's thresholds are bytes when `in_bytes`
     (the queue is limited in bytes), else packets."""
     key = param.key
     if param.kind == "duration":
@@ -227,8 +229,8 @@ def _check_queue(queue: QueueSpec, raw: dict[str, Any], base: str) -> None:
     def given(key: str, text: str, default: str = "the default") -> str:
         return text if key in raw else f"{text}, {default}"
 
-    if queue.discipline in ("codel", "fq_codel"):
-        target, interval = params["target_ns"], params["interval_ns"]
+    if queue.discipline in (DisciplineName.CODEL, DisciplineName.FQ_CODEL):
+        target, interval = params.target_ns, params.interval_ns
         if target >= interval:
             raise SpecError(
                 f"target ({given('target', _compact_ns(target))}) must be below interval "
@@ -236,11 +238,11 @@ def _check_queue(queue: QueueSpec, raw: dict[str, Any], base: str) -> None:
                 "typically 5-10%",
                 field=blame("target", "interval"),
             )
-    elif queue.discipline == "red":
+    elif queue.discipline == DisciplineName.RED:
         unit = limit_key  # RED's thresholds count what the limit counts
         limit = queue.bytes if queue.bytes is not None else queue.packets
-        min_, max_ = params["min"], params["max"]
-        if params["probability"] <= 0:
+        min_, max_ = params.min, params.max
+        if params.probability <= 0:
             raise SpecError(
                 f"{show(raw['probability'])} is not above 0; probability is RED's drop probability at max, "
                 f"from above 0 to 1, e.g. {_PROBABILITY_EXAMPLES}",

@@ -14,7 +14,8 @@ from typing import Any
 from bloatlab import proc
 from bloatlab.errors import BloatlabError
 from bloatlab.testbed import capabilities
-from bloatlab.testbed.datapath import BINARY_NAME
+from bloatlab.testbed.datapath import (BINARY_NAME, DatapathFigures, DatapathStats, DirectionStats, SentinelStats,
+                                      TimerOvershoot)
 
 
 # Departures this late are no longer the emulator's timing noise: at 10 Mbit/s a millisecond is
@@ -31,29 +32,29 @@ TIMER_ALLOWANCE_US = 20.0
 
 
 def timer_overshoot(sleep_ns: int = TIMER_SLEEP_NS, count: int = TIMER_SLEEPS,
-                    realtime: bool = False) -> dict[str, Any] | None:
+                    realtime: bool = False) -> TimerOvershoot | None:
     """How late this machine wakes a sleeping thread, as a worker sleeps (`bloatlab-link
-    --timer`): {"sleep_ns", "count", "p50_ns", "p99_ns", "max_ns", "cpu_ns", "rt_priority"}
-    (cpu_ns: the CPU time one sleep took; rt_priority: the real-time priority it slept at, as
-    the workers do, when `realtime` and allowed, else None); None without the binary."""
+    --timer`), real-time as the workers are when `realtime` and allowed; None without the
+    binary."""
     try:
         binary = capabilities.binary(BINARY_NAME)
         argv = [str(binary), "--timer", str(sleep_ns), str(count)] + (["--rt"] if realtime else [])
         done = proc.run(argv, timeout_s=10 + count * sleep_ns / 1e9 * 20)
-        return json.loads(done.stdout)
+        return TimerOvershoot.from_json(json.loads(done.stdout))
     except (BloatlabError, json.JSONDecodeError):  # a machine or command error: the run goes on without it
         return None
 
 
-def batching_share(before: dict[str, Any] | None, after: dict[str, Any] | None) -> float | None:
+def batching_share(before: DatapathStats | None, after: DatapathStats | None) -> float | None:
     """The share of the datapath's report periods between two of its stats documents in which
     its links batched departures (sched.rs CpuPressure); None where it never batches (off, or no
     PSI) or no period ended between them."""
-    b0, b1 = (before or {}).get("batching") or {}, (after or {}).get("batching") or {}
-    if not b1:
+    b0, b1 = before.batching if before is not None else None, after.batching if after is not None else None
+    if b1 is None:
         return None
-    periods = b1.get("periods", 0) - b0.get("periods", 0)
-    return (b1.get("periods_batching", 0) - b0.get("periods_batching", 0)) / periods if periods > 0 else None
+    periods = b1.periods - (b0.periods if b0 is not None else 0)
+    batching = b1.periods_batching - (b0.periods_batching if b0 is not None else 0)
+    return batching / periods if periods > 0 else None
 
 
 # The sentinel (bloatlab-link's sentinel.rs) sleeps as the workers sleep, one real-time step above
@@ -62,52 +63,49 @@ def batching_share(before: dict[str, Any] | None, after: dict[str, Any] | None) 
 SENTINEL_MIN_SLEEPS = 100
 
 
-def sentinel(datapath: dict[str, Any] | None) -> dict[str, Any] | None:
+def sentinel(datapath: DatapathFigures | None) -> SentinelStats | None:
     """The machine's wake-up lateness under the run's load, as the datapath's sentinel met it:
-    {"p99_ns" (of its sleeps), "at_random_p99_ns" (of a moment taken at random while it slept,
-    which is how a stall meets departures: in proportion to how long it lasts), "max_ns",
-    "count", "sleep_ns", "cpu_ns"}; None without enough of its sleeps."""
-    s = (datapath or {}).get("sentinel") or {}
-    late = s.get("late_ns") or {}
-    if late.get("count", 0) < SENTINEL_MIN_SLEEPS:
+    per sleep (late_ns) and at a moment taken at random while it slept (late_at_random_ns, which
+    is how a stall meets departures: in proportion to how long it lasts); None without enough of
+    its sleeps."""
+    watch = datapath.sentinel if datapath is not None else None
+    if watch is None or watch.late_ns.count < SENTINEL_MIN_SLEEPS:
         return None
-    return {"p99_ns": late["p99"], "at_random_p99_ns": (s.get("late_at_random_ns") or {}).get("p99", late["p99"]),
-            "max_ns": late.get("max", 0), "count": late["count"], "sleep_ns": s.get("sleep_p50_ns"),
-            "cpu_ns": s.get("cpu_ns")}
+    return watch
 
 
-def _allowed_ns(timer: dict[str, Any] | None, datapath: dict[str, Any] | None) -> tuple[float | None, str]:
+def _allowed_ns(timer: TimerOvershoot | None, datapath: DatapathFigures | None) -> tuple[float | None, str]:
     """What the machine allows a departure, in ns (None: no figure to judge by), and whose figure
     it is: under the run's load, the sentinel's p99 lateness at a moment taken at random (a
     departure falls due at any moment, so a stall of 12 ms holds up what falls due in those
     12 ms, where among the sentinel's sleeps it is one in thousands), else the idle timer's p99
     at the start; plus what a worker adds to a wake-up (reading its ring, handing the frame on)."""
     if (watch := sentinel(datapath)) is not None:
-        return max(watch["at_random_p99_ns"], watch["p99_ns"]) + TIMER_ALLOWANCE_US * 1e3, "sentinel"
-    if timer and timer.get("p99_ns") is not None:
-        return timer["p99_ns"] + TIMER_ALLOWANCE_US * 1e3, "timer"
+        return max(watch.late_at_random_ns.p99, watch.late_ns.p99) + TIMER_ALLOWANCE_US * 1e3, "sentinel"
+    if timer is not None:
+        return timer.p99_ns + TIMER_ALLOWANCE_US * 1e3, "timer"
     return None, ""
 
 
-def lateness(stats: dict[str, dict[str, Any]], timer: dict[str, Any] | None,
-             datapath: dict[str, Any] | None = None) -> dict[str, Any] | None:
+def lateness(stats: dict[str, DirectionStats], timer: TimerOvershoot | None,
+             datapath: DatapathFigures | None = None) -> dict[str, Any] | None:
     """The run's worst departure lateness (p99 of the direction where it is highest) beside what
     the machine allows: the sentinel's p99 wake-up lateness under the run's load (or, without
     it, the idle timer's p99 at the start) plus TIMER_ALLOWANCE_US; and what the datapath added
     beyond the machine's own. None without a userspace direction that sent anything."""
-    late = {name: d["depart_error_ns"] for name, d in stats.items() if d.get("depart_error_ns", {}).get("count")}
+    late = {name: d.depart_error_ns for name, d in stats.items() if d.depart_error_ns.count}
     if not late:
         return None
-    worst = max(late, key=lambda name: late[name].get("p99", 0))
-    doc: dict[str, Any] = {"direction": worst, "p99_us": late[worst]["p99"] / 1e3, "max_us": late[worst].get("max", 0) / 1e3,
+    worst = max(late, key=lambda name: late[name].p99)
+    doc: dict[str, Any] = {"direction": worst, "p99_us": late[worst].p99 / 1e3, "max_us": late[worst].max / 1e3,
                            "timer_p99_us": None, "sentinel_p99_us": None, "sentinel_at_random_p99_us": None,
                            "sentinel_sleep_us": None, "allowed_us": None, "within": None, "added_us": None}
-    if timer and timer.get("p99_ns") is not None:
-        doc["timer_p99_us"] = timer["p99_ns"] / 1e3
+    if timer is not None:
+        doc["timer_p99_us"] = timer.p99_ns / 1e3
     if (watch := sentinel(datapath)) is not None:
-        doc["sentinel_p99_us"] = watch["p99_ns"] / 1e3
-        doc["sentinel_at_random_p99_us"] = watch["at_random_p99_ns"] / 1e3
-        doc["sentinel_sleep_us"] = watch["sleep_ns"] / 1e3 if watch["sleep_ns"] else None
+        doc["sentinel_p99_us"] = watch.late_ns.p99 / 1e3
+        doc["sentinel_at_random_p99_us"] = watch.late_at_random_ns.p99 / 1e3
+        doc["sentinel_sleep_us"] = watch.sleep_p50_ns / 1e3 if watch.sleep_p50_ns else None
     allowed_ns, _ = _allowed_ns(timer, datapath)
     if allowed_ns is not None:
         doc["allowed_us"] = allowed_ns / 1e3
@@ -116,21 +114,19 @@ def lateness(stats: dict[str, dict[str, Any]], timer: dict[str, Any] | None,
     return doc
 
 
-def worker_shares(before: dict[str, Any] | None, after: dict[str, Any] | None) -> dict[str, dict[str, Any]]:
+def worker_shares(before: DatapathStats | None, after: DatapathStats | None) -> dict[str, dict[str, Any]]:
     """Each worker's CPU between two reads of the stats file, in % of one core, by name: in its
     own code (user_pct) and in the kernel (kernel_pct), with the directions it serves."""
-    def cpu(stats: dict[str, Any] | None, name: str) -> dict[str, int] | None:
-        return next((w.get("cpu") for w in (stats or {}).get("workers") or [] if w.get("name") == name), None)
-
+    earlier = {w.name: w.cpu for w in before.workers} if before is not None else {}
     out = {}
-    for w in (after or {}).get("workers") or []:
-        c0, c1 = cpu(before, w["name"]), w.get("cpu")
-        if not c0 or not c1 or c1["wall_ns"] <= c0["wall_ns"]:
+    for w in after.workers if after is not None else ():
+        c0, c1 = earlier.get(w.name), w.cpu
+        if c0 is None or c1.wall_ns <= c0.wall_ns:
             continue
-        wall = c1["wall_ns"] - c0["wall_ns"]
-        out[w["name"]] = {"user_pct": 100 * (c1["user_ns"] - c0["user_ns"]) / wall,
-                          "kernel_pct": 100 * (c1["kernel_ns"] - c0["kernel_ns"]) / wall,
-                          "directions": list(w.get("directions", []))}
+        wall = c1.wall_ns - c0.wall_ns
+        out[w.name] = {"user_pct": 100 * (c1.user_ns - c0.user_ns) / wall,
+                       "kernel_pct": 100 * (c1.kernel_ns - c0.kernel_ns) / wall,
+                       "directions": list(w.directions)}
     return out
 
 
@@ -138,31 +134,31 @@ def worker_shares(before: dict[str, Any] | None, after: dict[str, Any] | None) -
 BUSY_SHARE = 0.9
 
 
-def _cause(d: dict[str, Any], datapath: dict[str, Any] | None, woken_ns: float | None) -> str:
+def _cause(d: DirectionStats, datapath: DatapathFigures | None, woken_ns: float | None) -> str:
     """Why a direction's departures came late, from what its worker measured: short of CPU (busy
     through the run), kept from its CPU (its own wake-ups later than the machine allows), or its
     own work between departures."""
-    workers = (datapath or {}).get("workers") or []
-    w = workers[d["worker"]] if isinstance(d.get("worker"), int) and d["worker"] < len(workers) else None
-    cpu = (w or {}).get("cpu") or {}
-    if not cpu.get("wall_ns"):
+    workers = datapath.workers if datapath is not None else ()
+    w = workers[d.worker] if d.worker < len(workers) else None
+    if w is None or not w.cpu.wall_ns:
         return "the datapath was short of CPU for this traffic"
-    busy = (cpu["user_ns"] + cpu["kernel_ns"]) / cpu["wall_ns"]
-    kernel = 100 * cpu["kernel_ns"] / cpu["wall_ns"]
-    wakeups = (w.get("wakeups_late_ns") or {}).get("p99")
+    cpu = w.cpu
+    busy = (cpu.user_ns + cpu.kernel_ns) / cpu.wall_ns
+    kernel = 100 * cpu.kernel_ns / cpu.wall_ns
+    wakeups = w.wakeups_late_ns.p99
     if busy >= BUSY_SHARE:
-        return (f"the datapath was short of CPU for this traffic (its worker, {w['name']}, busy {100 * busy:.0f}% of a core "
+        return (f"the datapath was short of CPU for this traffic (its worker, {w.name}, busy {100 * busy:.0f}% of a core "
                 f"over the run, {kernel:.0f} of it in the kernel: the frames' copies and the receiving host's stack)")
-    if woken_ns is not None and wakeups is not None and wakeups > woken_ns:
-        return (f"its worker ({w['name']}, busy {100 * busy:.0f}% of a core) woke {wakeups / 1e3:.0f} us late at p99, later "
+    if woken_ns is not None and wakeups > woken_ns:
+        return (f"its worker ({w.name}, busy {100 * busy:.0f}% of a core) woke {wakeups / 1e3:.0f} us late at p99, later "
                 "than the machine's sentinel: it was kept from its CPU (demoted to normal priority while the datapath "
                 "took more than its share, or behind another real-time task)")
-    return (f"its worker ({w['name']}) was busy only {100 * busy:.0f}% of a core and woke on time: the lateness is its own "
+    return (f"its worker ({w.name}) was busy only {100 * busy:.0f}% of a core and woke on time: the lateness is its own "
             "work between departures (a send runs the receiving host's stack inline)")
 
 
-def lag_warnings(stats: dict[str, dict[str, Any]], timer: dict[str, Any] | None = None,
-                 datapath: dict[str, Any] | None = None) -> list[str]:
+def lag_warnings(stats: dict[str, DirectionStats], timer: TimerOvershoot | None = None,
+                 datapath: DatapathFigures | None = None) -> list[str]:
     """What the run's numbers owe to the userspace datapath falling behind, per direction:
     departures late by a millisecond or more at p99 (a queue no link asked for) beyond what the
     machine's own wake-ups allowed under the run's load, with the cause its worker measured; and
@@ -172,10 +168,10 @@ def lag_warnings(stats: dict[str, dict[str, Any]], timer: dict[str, Any] | None 
     allowed_ns, whose = _allowed_ns(timer, datapath)
     # A worker's own timed wake-ups are judged, sleep by sleep, against the sentinel's.
     watch = sentinel(datapath)
-    woken_ns = watch["p99_ns"] + TIMER_ALLOWANCE_US * 1e3 if watch is not None else allowed_ns
+    woken_ns = watch.late_ns.p99 + TIMER_ALLOWANCE_US * 1e3 if watch is not None else allowed_ns
     for name, d in stats.items():
-        late = d.get("depart_error_ns", {})
-        if late.get("p99", 0) >= LAG_WARN_NS and (allowed_ns is None or late["p99"] > allowed_ns):
+        late = d.depart_error_ns
+        if late.p99 >= LAG_WARN_NS and (allowed_ns is None or late.p99 > allowed_ns):
             if allowed_ns is None:
                 beyond = ""
             elif whose == "sentinel":
@@ -184,35 +180,33 @@ def lag_warnings(stats: dict[str, dict[str, Any]], timer: dict[str, Any] | None 
             else:
                 beyond = (f"beyond what this machine allows ({allowed_ns / 1e3:.0f} us: its idle timer's p99 "
                           f"{allowed_ns / 1e3 - TIMER_ALLOWANCE_US:.0f} us + {TIMER_ALLOWANCE_US:.0f}); ")
-            out.append(f"{name}: the datapath fell behind: departures {late['p99'] / 1e6:.1f} ms late at p99 "
-                       f"(max {late.get('max', 0) / 1e6:.1f} ms), delay no link asked for; {beyond}"
+            out.append(f"{name}: the datapath fell behind: departures {late.p99 / 1e6:.1f} ms late at p99 "
+                       f"(max {late.max / 1e6:.1f} ms), delay no link asked for; {beyond}"
                        + _cause(d, datapath, woken_ns))
-        drops = d.get("drops", {})
-        lost = drops.get("rx_overrun", 0) + drops.get("tx_error", 0)
-        if lost:
-            out.append(f"{name}: {lost} frames lost outside the emulated link (rx_overrun {drops.get('rx_overrun', 0)}, "
-                       f"tx_error {drops.get('tx_error', 0)}): the datapath could not keep up")
+        rx_overrun, tx_error = d.drops["rx_overrun"], d.drops["tx_error"]
+        if rx_overrun + tx_error:
+            out.append(f"{name}: {rx_overrun + tx_error} frames lost outside the emulated link (rx_overrun {rx_overrun}, "
+                       f"tx_error {tx_error}): the datapath could not keep up")
     return out
 
 
-def capture_warnings(stats: dict[str, dict[str, Any]]) -> list[str]:
+def capture_warnings(stats: dict[str, DirectionStats]) -> list[str]:
     """What a capture is missing, per captured direction: packets past its size limit, packets
     lost because the disk fell behind, and the writer's error."""
     out = []
     for name, d in stats.items():
-        capture = d.get("capture")
-        if not capture:
+        capture = d.capture
+        if capture is None:
             continue
-        for what in ("departures", "drops"):
-            f = capture.get(what, {})
-            if f.get("cut"):
-                out.append(f"{name}: the capture of its {what} reached probes.pcap_limit at {f.get('bytes', 0) / 1e6:.1f} MB; "
-                           f"{f['cut']} of {f['cut'] + f.get('written', 0)} packets are not in it (raise pcap_limit, "
+        for what, f in (("departures", capture.departures), ("drops", capture.drops)):
+            if f.cut:
+                out.append(f"{name}: the capture of its {what} reached probes.pcap_limit at {f.bytes / 1e6:.1f} MB; "
+                           f"{f.cut} of {f.cut + f.written} packets are not in it (raise pcap_limit, "
                            "or lower pcap_snaplen)")
-            if f.get("lost"):
-                out.append(f"{name}: the capture of its {what} lost {f['lost']} packets: the disk fell behind "
+            if f.lost:
+                out.append(f"{name}: the capture of its {what} lost {f.lost} packets: the disk fell behind "
                            "(the link ran on; lower pcap_snaplen or write to a faster disk)")
-        if capture.get("error"):
-            out.append(f"{name}: the capture stopped: {capture['error']}")
+        if capture.error:
+            out.append(f"{name}: the capture stopped: {capture.error}")
     return out
 

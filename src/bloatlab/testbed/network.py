@@ -31,7 +31,7 @@ from bloatlab import interrupts, proc
 from bloatlab.errors import BloatlabError, MachineError, SpecError
 from bloatlab.specs.model import LinkSpec, Topology
 from bloatlab.testbed import capabilities, netns, state
-from bloatlab.testbed.datapath import BINARY_NAME as DATAPATH_BINARY, Datapath
+from bloatlab.testbed.datapath import BINARY_NAME as DATAPATH_BINARY, Datapath, DatapathStats
 from bloatlab.testbed.links.base import Captures, LinkBackend, Port, Site, middle_ifaces
 from bloatlab.testbed.links.kernel import KernelBackend, qdiscs_wanted
 from bloatlab.testbed.links.userspace import UserspaceBackend
@@ -181,7 +181,7 @@ class Network:
         self._state: state.NetworkState | None = None
         self._datapath: Datapath | None = None  # the userspace links' bloatlab-link, if any
         # The datapath's stats file as it was written on exit (counters per reason), after down().
-        self.final_datapath_stats: dict[str, Any] | None = None
+        self.final_datapath_stats: DatapathStats | None = None
 
     # Names ------------------------------------------------------------------------------
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from bloatlab.specs.disciplines import CATALOGUE, MTU_FRAME_BYTES
+from bloatlab.specs.disciplines import CATALOGUE, MTU_FRAME_BYTES, DisciplineName
 from bloatlab.specs.model import DirectionSpec, LinkSpec, QueueSpec
 from bloatlab.testbed import netns
 from bloatlab.testbed.links.base import DIRECTIONS, LinkBackend, Port, Refusal, middle_ifaces
@@ -47,10 +47,10 @@ def kernel_needs(direction: DirectionSpec, which: str) -> list[KernelNeed]:
     queue = direction.queue
     if uses_netem:
         # netem's own queue takes over: it holds a packet limit and drops at the tail.
-        if queue.discipline != "droptail" or queue.packets is None:
+        if queue.discipline != DisciplineName.DROPTAIL or queue.packets is None:
             needs.append(KernelNeed(f"{which}.queue", "this queue", None,
                                     "with delay or loss the queue is netem's, a tail-drop packet limit"))
-    elif queue.discipline == "drophead":
+    elif queue.discipline == DisciplineName.DROPHEAD:
         if queue.bytes is not None:
             needs.append(KernelNeed(f"{which}.queue", "this queue", None,
                                     "pfifo_head_drop limits packets, not bytes"))
@@ -66,7 +66,8 @@ def kernel_needs(direction: DirectionSpec, which: str) -> list[KernelNeed]:
 
 
 # The AQM disciplines and the Linux qdisc of each (the same names).
-AQM_QDISCS = {"codel": "codel", "fq_codel": "fq_codel", "red": "red", "pie": "pie", "cake": "cake"}
+AQM_QDISCS = {DisciplineName.CODEL: "codel", DisciplineName.FQ_CODEL: "fq_codel", DisciplineName.RED: "red",
+              DisciplineName.PIE: "pie", DisciplineName.CAKE: "cake"}
 CAKE_KERNEL_PACKETS = 10240  # Linux cake's packet limit, which tc cannot set
 CAKE_TC_TARGET_DIVISOR = 20  # tc's `rtt` sets cake's interval, and its target to a twentieth of it
 # tc's pie reads alpha and beta as whole numbers 0..32 in units of 1/16 per second.
@@ -77,56 +78,59 @@ FQ_CODEL_MIN_QUANTUM_BYTES = 256  # Linux raises a smaller quantum to this
 
 def _aqm_needs(queue: QueueSpec, rate_bps: int | None, which: str) -> list[KernelNeed]:
     """The qdisc an AQM queue needs, or what about it the Linux qdisc cannot do as asked."""
-    qdisc = AQM_QDISCS[queue.discipline]
+    name = queue.discipline
+    qdisc = AQM_QDISCS[name]
     field = f"{which}.queue"
     what = f"this {qdisc} queue"
-    params = queue.resolved(rate_bps)
+    p = queue.resolved(rate_bps)
     refusals = []
 
     def refuse(key: str, why_not: str, fix: str = "") -> None:
         refusals.append(KernelNeed(f"{field}.{key}" if key else field, what, None, why_not, fix))
 
-    if params.get("ns3"):
+    if name in (DisciplineName.RED, DisciplineName.PIE) and p.ns3:
         refuse("ns3", f"Linux {qdisc} decides as Linux does, not as ns-3", 'drop ns3 or use backend = "userspace"')
 
-    if qdisc == "red":
+    if name == DisciplineName.RED:
         if queue.bytes is None:
             refuse("", "Linux red counts bytes and this queue is limited in packets",
                    'give the limit in bytes (e.g. bytes = "150kb", with min and max in bytes too) '
                    'or use backend = "userspace"')
-        if params["gentle"]:
+        if p.gentle:
             refuse("gentle", "Linux red has no gentle mode", 'drop gentle or use backend = "userspace"')
-        elif queue.bytes is not None and params["burst_pkts"] * params["avpkt_bytes"] < params["min"]:
+        elif queue.bytes is not None and p.burst_pkts * p.avpkt_bytes < p.min:
             # tc derives red's averaging weight from burst, and refuses a burst below min / avpkt.
-            least = -(-params["min"] // params["avpkt_bytes"])
+            least = -(-p.min // p.avpkt_bytes)
             refuse("burst", f"tc needs burst >= min / avpkt ({least} packets) to derive red's averaging weight",
                    f'raise burst to at least {least} or use backend = "userspace"')
-    elif qdisc == "cake":
+    elif name == DisciplineName.CAKE:
         if queue.bytes is not None or queue.packets != CAKE_KERNEL_PACKETS:
             refuse("packets" if queue.bytes is None else "bytes",
                    f"Linux cake's packet limit is fixed at {CAKE_KERNEL_PACKETS} (its buffer is memory_limit)",
                    'leave the limit out, set memory_limit, or use backend = "userspace"')
-        if params["target_ns"] * CAKE_TC_TARGET_DIVISOR != params["interval_ns"]:
+        if p.target_ns * CAKE_TC_TARGET_DIVISOR != p.interval_ns:
             refuse("target", "tc sets cake's target to a twentieth of its rtt (interval)",
                    'set target to interval / 20 (5ms for 100ms) or use backend = "userspace"')
     elif queue.bytes is not None:
         refuse("", f"Linux {qdisc} limits packets, not bytes",
                'give the limit in packets (e.g. packets = 1000) or use backend = "userspace"')
-    if qdisc == "pie":
-        for key in ("alpha", "beta"):
-            scaled = params[key] * PIE_TC_SCALE  # exact: a multiple of 1/16 is exact in binary
+    if name == DisciplineName.PIE:
+        pie = CATALOGUE[DisciplineName.PIE]
+        for key, value in (("alpha", p.alpha), ("beta", p.beta)):
+            scaled = value * PIE_TC_SCALE  # exact: a multiple of 1/16 is exact in binary
             if not scaled.is_integer() or scaled > PIE_TC_MAX:
-                refuse(key, f"tc's pie takes {key} in steps of 1/16 from 0 to 2, and {params[key]:g} is not one",
-                       f"write a multiple of 0.0625 up to 2 (e.g. {CATALOGUE['pie'].param(key).default:g}) "
+                refuse(key, f"tc's pie takes {key} in steps of 1/16 from 0 to 2, and {value:g} is not one",
+                       f"write a multiple of 0.0625 up to 2 (e.g. {pie.param(key).default:g}) "
                        'or use backend = "userspace"')
-        fixed = {"max_burst_ns": ("max_burst", "Linux pie's burst allowance is fixed at 150 ms"),
-                 "ecn_prob": ("ecn_prob", "Linux pie marks ECN only up to a fixed 10% drop probability")}
-        for json, (key, why_not) in fixed.items():
-            if json == "ecn_prob" and not params["ecn"]:
-                continue  # without ECN the threshold has nothing to decide
-            if params[json] != CATALOGUE["pie"].defaults()[json]:
+        fixed = (("max_burst", p.max_burst_ns != pie.param("max_burst").default,
+                  "Linux pie's burst allowance is fixed at 150 ms"),
+                 # without ECN the threshold has nothing to decide
+                 ("ecn_prob", p.ecn and p.ecn_prob != pie.param("ecn_prob").default,
+                  "Linux pie marks ECN only up to a fixed 10% drop probability"))
+        for key, changed, why_not in fixed:
+            if changed:
                 refuse(key, why_not, f'leave {key} out or use backend = "userspace"')
-    if qdisc == "fq_codel" and params["quantum_bytes"] < FQ_CODEL_MIN_QUANTUM_BYTES:
+    if name == DisciplineName.FQ_CODEL and p.quantum_bytes < FQ_CODEL_MIN_QUANTUM_BYTES:
         refuse("quantum", f"Linux fq_codel raises a quantum below {FQ_CODEL_MIN_QUANTUM_BYTES} bytes to that",
                f'write a quantum of at least {FQ_CODEL_MIN_QUANTUM_BYTES} or use backend = "userspace"')
     return refusals or [KernelNeed(field, f"a {qdisc} queue", qdisc)]
@@ -232,7 +236,7 @@ def _leaf_qdisc(d: DirectionSpec) -> list[str]:
         if d.loss:
             args += ["loss", "random", f"{d.loss * 100:.6g}%"]
         return args
-    if q.discipline == "drophead":
+    if q.discipline == DisciplineName.DROPHEAD:
         return ["pfifo_head_drop", "limit", str(q.packets)]
     if q.discipline in AQM_QDISCS:
         return _aqm_qdisc(q, d.rate_bps)
@@ -248,33 +252,35 @@ def _aqm_qdisc(q: QueueSpec, rate_bps: int | None) -> list[str]:
     if refused:
         raise ValueError(f"no tc command for {refused[0].what}: {refused[0].why_not} (choose_backend refuses it)")
     p = q.resolved(rate_bps)
-    ecn = "ecn" if p.get("ecn") else "noecn"  # cake marks ECN-capable packets always
-    if q.discipline == "codel":
-        return ["codel", "limit", str(q.packets), "target", _tc_time(p["target_ns"]),
-                "interval", _tc_time(p["interval_ns"]), ecn]
-    if q.discipline == "fq_codel":
-        return ["fq_codel", "limit", str(q.packets), "flows", str(p["flows"]), "quantum", str(p["quantum_bytes"]),
-                "target", _tc_time(p["target_ns"]), "interval", _tc_time(p["interval_ns"]), ecn,
-                "memory_limit", str(p["memory_limit_bytes"]), "drop_batch", str(p["drop_batch"])]
-    if q.discipline == "cake":
-        args = ["cake", "bandwidth", f"{p['bandwidth_bps']}bit" if p["bandwidth_bps"] else "unlimited",
-                p["diffserv"], p["flow_mode"], "rtt", _tc_time(p["interval_ns"]),
-                *(["raw"] if p["overhead"] is None else ["overhead", str(p["overhead"])]),
-                *(["mpu", str(p["mpu"])] if p["mpu"] else []),
-                {"none": "noatm", "atm": "atm", "ptm": "ptm"}[p["framing"]], "wash" if p["wash"] else "nowash",
+    if q.discipline == DisciplineName.CODEL:
+        return ["codel", "limit", str(q.packets), "target", _tc_time(p.target_ns),
+                "interval", _tc_time(p.interval_ns), _tc_ecn(p.ecn)]
+    if q.discipline == DisciplineName.FQ_CODEL:
+        return ["fq_codel", "limit", str(q.packets), "flows", str(p.flows), "quantum", str(p.quantum_bytes),
+                "target", _tc_time(p.target_ns), "interval", _tc_time(p.interval_ns), _tc_ecn(p.ecn),
+                "memory_limit", str(p.memory_limit_bytes), "drop_batch", str(p.drop_batch)]
+    if q.discipline == DisciplineName.CAKE:  # cake marks ECN-capable packets always
+        args = ["cake", "bandwidth", f"{p.bandwidth_bps}bit" if p.bandwidth_bps else "unlimited",
+                p.diffserv, p.flow_mode, "rtt", _tc_time(p.interval_ns),
+                *(["raw"] if p.overhead_bytes is None else ["overhead", str(p.overhead_bytes)]),
+                *(["mpu", str(p.mpu_bytes)] if p.mpu_bytes else []),
+                {"none": "noatm", "atm": "atm", "ptm": "ptm"}[p.framing], "wash" if p.wash else "nowash",
                 {"off": "no-ack-filter", "conservative": "ack-filter", "aggressive": "ack-filter-aggressive"}[
-                    p["ack_filter"]]]
-        return args + (["memlimit", str(p["memory_limit_bytes"])] if p["memory_limit_bytes"] else [])
-    if q.discipline == "pie":
-        args = ["pie", "limit", str(q.packets), "target", _tc_time(p["target_ns"]),
-                "tupdate", _tc_time(p["tupdate_ns"]),
-                "alpha", str(int(p["alpha"] * PIE_TC_SCALE)), "beta", str(int(p["beta"] * PIE_TC_SCALE)),
-                ecn, "bytemode" if p["bytemode"] else "nobytemode"]
-        return args + (["dq_rate_estimator"] if p["dq_rate_estimator"] else [])
-    args = ["red", "limit", str(q.bytes), "min", str(p["min"]), "max", str(p["max"]),
-            "avpkt", str(p["avpkt_bytes"]), "burst", str(p["burst_pkts"]),
-            "probability", f"{p['probability']:.12g}", "bandwidth", f"{p['bandwidth_bps']}bit"]
-    return args + [flag for flag in ("ecn", "harddrop", "adaptive") if p[flag]]
+                    p.ack_filter]]
+        return args + (["memlimit", str(p.memory_limit_bytes)] if p.memory_limit_bytes else [])
+    if q.discipline == DisciplineName.PIE:
+        args = ["pie", "limit", str(q.packets), "target", _tc_time(p.target_ns), "tupdate", _tc_time(p.tupdate_ns),
+                "alpha", str(int(p.alpha * PIE_TC_SCALE)), "beta", str(int(p.beta * PIE_TC_SCALE)),
+                _tc_ecn(p.ecn), "bytemode" if p.bytemode else "nobytemode"]
+        return args + (["dq_rate_estimator"] if p.dq_rate_estimator else [])
+    args = ["red", "limit", str(q.bytes), "min", str(p.min), "max", str(p.max),
+            "avpkt", str(p.avpkt_bytes), "burst", str(p.burst_pkts),
+            "probability", f"{p.probability:.12g}", "bandwidth", f"{p.bandwidth_bps}bit"]
+    return args + [flag for flag, on in (("ecn", p.ecn), ("harddrop", p.harddrop), ("adaptive", p.adaptive)) if on]
+
+
+def _tc_ecn(on: bool) -> str:
+    return "ecn" if on else "noecn"
 
 
 def _tc_time(ns: int) -> str:

@@ -28,8 +28,8 @@ from bloatlab.proc import alive as process_alive, starttime as process_starttime
 from bloatlab.specs.disciplines import MTU_FRAME_BYTES
 from bloatlab.specs.model import DirectionSpec, QueueSpec
 from bloatlab.testbed import netns
-from bloatlab.testbed.datapath import (DROP_REASONS, KIND_DEQUEUE, KIND_DROP, KIND_ENQUEUE, QLOG_RECORD_BYTES, Batching,
-                                      DatapathStats, DirectionStats, direction_config, read_qlog, write_config)
+from bloatlab.testbed.datapath import DROP_REASONS, KIND_DEQUEUE, KIND_DROP, KIND_ENQUEUE, QLOG_RECORD_BYTES, direction_config, read_qlog, write_config
+from bloatlab.testbed.datapath_stats import Batching, DatapathStats, DirectionStats
 from bloatlab.testbed.links.base import Port
 
 pytestmark = pytest.mark.netns

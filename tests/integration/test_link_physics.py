@@ -27,7 +27,8 @@ from bloatlab.experiment.parsers import IperfResult, PingReply, parse_iperf3, pa
 from bloatlab.bench.link import TCP_BUFFERS
 from bloatlab.specs.model import DirectionSpec, HostSpec, LinkSpec, QueueSpec, SwitchSpec, Topology
 from bloatlab.specs.topology import parse_topology
-from bloatlab.testbed.datapath import KIND_DEQUEUE, KIND_DROP, KIND_ENQUEUE, LinkStats, read_qlog
+from bloatlab.testbed.datapath import KIND_DEQUEUE, KIND_DROP, KIND_ENQUEUE, read_qlog
+from bloatlab.testbed.datapath_stats import LinkStats
 from bloatlab.testbed.network import Network
 
 pytestmark = pytest.mark.netns

@@ -15,7 +15,8 @@ from bloatlab.proc import alive as process_alive
 from bloatlab.specs.model import DirectionSpec, HostSpec, LinkSpec, QueueSpec, SwitchSpec, Topology
 from bloatlab.testbed import netns
 from bloatlab.testbed.capabilities import kernel_qdiscs as available_qdiscs
-from bloatlab.testbed.datapath import KIND_DEQUEUE, KIND_ENQUEUE, SwitchStats, read_qlog
+from bloatlab.testbed.datapath import KIND_DEQUEUE, KIND_ENQUEUE, read_qlog
+from bloatlab.testbed.datapath_stats import SwitchStats
 from bloatlab.testbed.links.base import Port
 from bloatlab.testbed.links.kernel import KernelBackend
 from bloatlab.testbed.network import Network, leftovers

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from bloatlab.analysis.summary import summary_lines
-from bloatlab.testbed.datapath import DatapathStats
+from bloatlab.testbed.datapath_stats import DatapathStats
 from bloatlab.testbed.diagnostics import batching_share
 from bloatlab.testbed.machine import (BATCHING_WARN, CPU_PRESSURE_WARN, cpu_pressure_us, pressure_share,
                                       pressure_warnings)

@@ -15,7 +15,8 @@ from bloatlab.errors import MachineError
 from bloatlab.version import __version__
 from bloatlab.proc import alive as process_alive, starttime as process_starttime, terminate
 from bloatlab.specs.model import DirectionSpec, QueueSpec
-from bloatlab.testbed.datapath import Datapath, direction_config, read_qlog, read_stats, write_config
+from bloatlab.testbed.datapath import Datapath, direction_config, read_qlog, write_config
+from bloatlab.testbed.datapath_stats import read_stats
 
 RECORD = struct.Struct("<QQIIBB6x")  # docs/datapath.md: the 32-byte queue log record
 
@@ -100,7 +101,7 @@ def test_the_stats_file_is_read_into_records_that_give_back_every_key(tmp_path):
     doc = json.loads(path.read_text())
     del doc["links"]["s0-h2"]["forward"]["late_arrivals"]
     (tmp_path / "stats.json").write_text(json.dumps(doc))
-    with pytest.raises(MachineError, match="is not a stats file of this bloatlab-link .*late_arrivals"):
+    with pytest.raises(MachineError, match="is not a stats file of this bloatlab's datapath .*late_arrivals"):
         read_stats(tmp_path / "stats.json")
 
 

@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 from bloatlab.analysis.summary import summary_lines
-from bloatlab.testbed.datapath import DatapathFigures, DatapathStats, DirectionStats, TimerOvershoot
+from bloatlab.testbed.datapath_stats import DatapathFigures, DatapathStats, DirectionStats, TimerOvershoot
 from bloatlab.testbed.diagnostics import capture_warnings, lag_warnings as datapath_lag_warnings, lateness, worker_shares
 
 # cs244's two links through s0, a cake queue and a capture on s0->h2: what bloatlab-link wrote.

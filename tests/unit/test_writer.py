@@ -9,7 +9,7 @@ import pytest
 from bloatlab.experiment.record import RunRecord, SimulatedDirection
 from bloatlab.results.writer import record_from_document, run_document, summary
 from bloatlab.specs.experiment import list_presets, load_preset
-from bloatlab.testbed.datapath import DatapathStats, DirectionStats, TimerOvershoot
+from bloatlab.testbed.datapath_stats import DatapathStats, DirectionStats, TimerOvershoot
 
 # A stats file bloatlab-link wrote: cs244's two links, a cake queue and a capture on s0->h2.
 STATS = json.loads((Path(__file__).parents[1] / "data" / "datapath-stats.json").read_text())

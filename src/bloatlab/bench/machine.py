@@ -66,7 +66,7 @@ from bloatlab.specs.experiment import load_preset
 from bloatlab.specs.model import DirectionSpec, HostSpec, LinkSpec, QueueSpec, SwitchSpec, Topology
 from bloatlab.specs.units import format_duration_ns, format_rate
 from bloatlab.testbed import capabilities
-from bloatlab.testbed.datapath import DatapathStats, TimerOvershoot
+from bloatlab.testbed.datapath_stats import DatapathStats, TimerOvershoot
 from bloatlab.testbed.diagnostics import TIMER_ALLOWANCE_US, TIMER_SLEEP_NS, timer_overshoot
 from bloatlab.testbed.network import PREFIX, Network
 from bloatlab.version import __version__

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bloatlab.specs.model import Experiment
-from bloatlab.testbed.datapath import DatapathFigures, DirectionStats, TimerOvershoot
+from bloatlab.testbed.datapath_stats import DatapathFigures, DirectionStats, TimerOvershoot
 
 
 @dataclass

@@ -45,7 +45,7 @@ from bloatlab.specs.model import Bulk, Experiment, Web
 if TYPE_CHECKING:
     from bloatlab.lab.sweep import SweepOutcome
 from bloatlab.testbed import capabilities, netns, state
-from bloatlab.testbed.datapath import DatapathStats, DirectionStats, read_stats_if_any
+from bloatlab.testbed.datapath_stats import DatapathStats, DirectionStats, read_stats_if_any
 from bloatlab.testbed.diagnostics import batching_share, capture_warnings, lag_warnings, timer_overshoot
 from bloatlab.testbed.links.base import Captures
 from bloatlab.testbed.machine import (cpu_pressure_us, machine, pressure_share, pressure_warnings, snapshots,

@@ -11,7 +11,7 @@ from bloatlab.results.files import RunDir
 from bloatlab.results.stats import FETCH_STATS, RTT_STATS, bufferbloat, describe
 from bloatlab.specs import dscp
 from bloatlab.specs.model import Experiment
-from bloatlab.testbed.datapath import DatapathFigures, DirectionStats, TimerOvershoot
+from bloatlab.testbed.datapath_stats import DatapathFigures, DirectionStats, TimerOvershoot
 from bloatlab.testbed.diagnostics import lateness
 from bloatlab.testbed.links.base import capture_file
 from bloatlab.version import __version__

@@ -14,8 +14,8 @@ from typing import Any
 from bloatlab import proc
 from bloatlab.errors import BloatlabError
 from bloatlab.testbed import capabilities
-from bloatlab.testbed.datapath import (BINARY_NAME, DatapathFigures, DatapathStats, DirectionStats, SentinelStats,
-                                      TimerOvershoot)
+from bloatlab.testbed.datapath import BINARY_NAME
+from bloatlab.testbed.datapath_stats import DatapathFigures, DatapathStats, DirectionStats, SentinelStats, TimerOvershoot
 
 
 # Departures this late are no longer the emulator's timing noise: at 10 Mbit/s a millisecond is

@@ -31,7 +31,8 @@ from bloatlab import interrupts, proc
 from bloatlab.errors import BloatlabError, MachineError, SpecError
 from bloatlab.specs.model import LinkSpec, Topology
 from bloatlab.testbed import capabilities, netns, state
-from bloatlab.testbed.datapath import BINARY_NAME as DATAPATH_BINARY, Datapath, DatapathStats
+from bloatlab.testbed.datapath import BINARY_NAME as DATAPATH_BINARY, Datapath
+from bloatlab.testbed.datapath_stats import DatapathStats
 from bloatlab.testbed.links.base import Captures, LinkBackend, Port, Site, middle_ifaces
 from bloatlab.testbed.links.kernel import KernelBackend, qdiscs_wanted
 from bloatlab.testbed.links.userspace import UserspaceBackend

@@ -91,7 +91,7 @@ def write_run(run: Path, params: dict, seed: int, *, kind: str = "experiment", w
                    "udp": {"receiver_mbps": float(np.mean(mbps)) / 2, "lost_percent": float(rng.uniform(0, 2))},
                    "ping": {"min_ms": float(rtt.min()), "avg_ms": float(rtt.mean()), "max_ms": float(rtt.max()),
                             "mdev_ms": float(rtt.std())}}
-        meta.update(flows={}, probes={"tcp": "none", "queue": {}}, links=[])
+        meta.update(kind="nic", flows={}, probes={"tcp": "none", "queue": {}}, links=[])  # as lab/nic.py writes it
     else:
         _csv(run / "series" / "throughput.csv", "t_s,flow,mbps", [(x, "bulk", round(m, 3)) for x, m in zip(t, mbps)])
         _csv(run / "series" / "queue.csv", "t_s,link,backlog_pkts,backlog_bytes,drops",

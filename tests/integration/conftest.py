@@ -37,6 +37,22 @@ def datapath_binary():
 
 
 @pytest.fixture
+def summary_reads_back():
+    """summary.json as a run wrote it, once held equal, key for key and in order, to what its
+    record (RunSummary) gives back."""
+    return _summary_reads_back
+
+
+def _summary_reads_back(run_dir: Path) -> dict:
+    from bloatlab.results.summary import RunSummary
+
+    text = (run_dir / "summary.json").read_text()
+    doc = json.loads(text)
+    assert json.dumps(RunSummary.from_json(doc).to_dict()) == json.dumps(doc)
+    return doc
+
+
+@pytest.fixture
 def flent_summary():
     """`bloatlab export --flent RUN`, then Flent's own summary of the file it wrote."""
     return _flent_summary

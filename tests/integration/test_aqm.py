@@ -73,7 +73,7 @@ def test_delay_controllers_hold_the_rtt_near_base_plus_target(runs, aqm):
     # The standing queue sits at the target, give or take a few frames in service.
     want = BASE_RTT_MS + TARGET_MS[aqm]
     assert want - 4 * SERIALISATION_MS <= median <= want + 6 * SERIALISATION_MS, f"median {median:.1f} ms, want ~{want}"
-    drops = runs[aqm].summary["queue"]["s0->h2"]["drops"]
+    drops = runs[aqm].summary.queue["s0->h2"].drops
     assert drops > 0
 
 
@@ -108,8 +108,8 @@ def test_fq_codel_isolates_a_ping_from_two_bulk_flows(tmp_path):
         outcome = run_experiment(exp, tmp_path / aqm, progress=False)
         assert outcome.complete, outcome.reason
         medians[aqm] = statistics.median(settled_rtts(outcome.run_dir))
-        flows = outcome.summary["flows"]
-        assert flows["bulk1"]["goodput_mbps"] + flows["bulk2"]["goodput_mbps"] > 0.85 * PAYLOAD_MBPS
+        flows = outcome.summary.flows
+        assert flows["bulk1"].goodput_mbps + flows["bulk2"].goodput_mbps > 0.85 * PAYLOAD_MBPS
     # The ping's own flow queue is served first: it waits for at most a frame or two.
     assert medians["fq_codel"] < BASE_RTT_MS + 3 * SERIALISATION_MS, medians
     assert medians["taildrop"] > 10 * medians["fq_codel"], medians

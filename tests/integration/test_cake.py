@@ -91,7 +91,7 @@ def test_cake_holds_a_sparse_ping_near_base_rtt_through_the_overload(runs):
     # Served ahead of the bulk flows, it waits for at most a frame or two in service (1.2 ms
     # each at 10 Mbit/s), not behind the 5 ms of COBALT's standing queues.
     assert len(rtts) > 60 and statistics.median(rtts) < BASE_RTT_MS + 3.0, statistics.median(rtts)
-    drops = run.summary["queue"]["s0->s1"]["drops_by_reason"]
+    drops = run.summary.queue["s0->s1"].drops_by_reason
     assert drops.get("cobalt", 0) > 0 and drops.get("blue", 0) > 0, drops  # and BLUE found the UDP
 
 
@@ -100,11 +100,11 @@ def test_each_tin_is_in_the_results_and_the_report(runs):
     tins = run.meta["datapath_stats"]["s0->s1"]["tins"]
     assert [t["name"] for t in tins] == ["Bulk", "Best Effort", "Voice"]  # diffserv3, as tc lists them
     assert tins[1]["threshold_bps"] == 10_000_000 and tins[2]["threshold_bps"] == 2_500_000
-    best_effort = run.summary["tins"]["s0->s1"]["Best Effort"]
-    assert best_effort["packets"] > 10_000 and best_effort["drops"] > 1000 and best_effort["bulk_flows"] >= 1
+    best_effort = run.summary.tins["s0->s1"]["Best Effort"]
+    assert best_effort.packets > 10_000 and best_effort.drops > 1000 and best_effort.bulk_flows >= 1
     # The UDP floods stand in the 4 MiB buffer (BLUE thins them, slowly): long waits for them,
     # though the ping's flow is served at once.
-    assert best_effort["peak_delay_ms"] >= best_effort["avg_delay_ms"] > 100, best_effort
+    assert best_effort.peak_delay_ms >= best_effort.avg_delay_ms > 100, best_effort
     page = (run.path / "report.html").read_text()
     assert "Tins of s0-&gt;s1" in page and "Best Effort" in page
 
@@ -129,25 +129,26 @@ def test_with_only_the_probe_in_it_the_voice_tin_waits_less_than_best_effort(rru
     """diffserv4's Voice tin within its quarter of the link is chosen first: its frames wait
     less than Best Effort's, which hold every bulk flow."""
     for direction in ("s0->h2", "h2->s0"):
-        tins = rrul_runs["rrul_be"].summary["tins"][direction]
+        tins = rrul_runs["rrul_be"].summary.tins[direction]
         voice, best = tins["Voice"], tins["Best Effort"]
-        assert voice["packets"] > 100 and voice["bulk_flows"] == 0, voice  # the irtt probe alone
-        assert voice["avg_delay_ms"] < best["avg_delay_ms"] / 2, (voice, best)
-        assert voice["peak_delay_ms"] < best["peak_delay_ms"], (voice, best)
+        assert voice.packets > 100 and voice.bulk_flows == 0, voice  # the irtt probe alone
+        assert voice.avg_delay_ms < best.avg_delay_ms / 2, (voice, best)
+        assert voice.peak_delay_ms < best.peak_delay_ms, (voice, best)
 
 
-def test_rrul_marks_hold_the_voice_tin_to_its_quarter_and_its_probe_waits_for_it(rrul_runs):
+def test_rrul_marks_hold_the_voice_tin_to_its_quarter_and_its_probe_waits_for_it(rrul_runs, summary_reads_back):
     """RRUL marks two bulk flows each way EF and CS5, both Voice in diffserv4. Over its
     threshold (a quarter of the link) the tin is served only on its own schedule, as sch_cake
     chooses tins, so its frames, the EF probe's included, wait longer than Best Effort's."""
     run = rrul_runs["rrul"]
-    flows = run.summary["flows"]
-    voice_mbps = flows["up_ef"]["goodput_mbps"] + flows["up_cs5"]["goodput_mbps"]
+    summary_reads_back(run.path)  # its tins, irtt's flows, the pings, the totals and the grade too
+    flows = run.summary.flows
+    voice_mbps = flows["up_ef"].goodput_mbps + flows["up_cs5"].goodput_mbps
     # 2.5 Mbit/s on the wire is 2.39 of TCP payload (1448 of 1514 bytes); slack for the edges of the load.
     assert 2.0 < voice_mbps < 2.8, voice_mbps
-    assert flows["up_be"]["goodput_mbps"] > 2 * voice_mbps, flows["up_be"]
-    tins = run.summary["tins"]["s0->h2"]
-    assert tins["Voice"]["avg_delay_ms"] > tins["Best Effort"]["avg_delay_ms"], tins
+    assert flows["up_be"].goodput_mbps > 2 * voice_mbps, flows["up_be"]
+    tins = run.summary.tins["s0->h2"]
+    assert tins["Voice"].avg_delay_ms > tins["Best Effort"].avg_delay_ms, tins
 
 
 def test_the_host_isolation_preset_shows_cakes_host_fairness_with_tcp(tmp_path):
@@ -158,9 +159,9 @@ def test_the_host_isolation_preset_shows_cakes_host_fairness_with_tcp(tmp_path):
         exp = load_preset("host-isolation", [f"isolation={mode}", "duration=12s"])
         outcome = run_experiment(exp, tmp_path / mode, progress=False)
         assert outcome.complete, outcome.reason
-        flows = outcome.summary["flows"]
-        b = sum(flows[f"b{k}"]["goodput_mbps"] for k in range(1, 9))
-        share[mode] = flows["a"]["goodput_mbps"] / (flows["a"]["goodput_mbps"] + b)
+        flows = outcome.summary.flows
+        b = sum(flows[f"b{k}"].goodput_mbps for k in range(1, 9))
+        share[mode] = flows["a"].goodput_mbps / (flows["a"].goodput_mbps + b)
     assert abs(share["flows"] - 1 / 9) < 0.04, share
     assert 0.36 < share["triple-isolate"] < 0.56, share
 
@@ -195,7 +196,7 @@ def ack_runs(tmp_path_factory):
         exp = parse_experiment(ack_path_spec(mode), [], base_dir=Path("."), source="test")
         outcome = run_experiment(exp, tmp_path_factory.mktemp("acks") / mode, progress=False)
         assert outcome.complete, outcome.reason
-        out[mode] = outcome.summary
+        out[mode] = outcome.summary.to_dict()
     return out
 
 

@@ -137,7 +137,7 @@ def test_a_sweep_comes_back_as_a_local_sweep_with_each_run_naming_its_node(clust
         assert sweep_run.node == node["node"] and sweep_run.attempts == ()
         assert node["hostname"] == os.uname().nodename and node["kernel"] == os.uname().release
         assert node["bloatlab_version"] == run.meta["bloatlab_version"] and node["cpu"]
-        assert run.complete and run.summary["flows"]["bulk"]["goodput_mbps"] > 5
+        assert run.complete and run.summary.flows["bulk"].goodput_mbps > 5
         ran_on.add(node["node"])
     assert ran_on == set(NODES[:2])  # both good nodes took runs; the bad one none
     aggregate = json.loads((out / "aggregate.json").read_text())
@@ -193,6 +193,7 @@ def _title(proc_dir: Path) -> str:
 def test_a_run_that_outlives_its_time_is_stopped_and_retried_on_another_node(cluster, tmp_path):
     from bloatlab.lab import cluster as clusters
     from bloatlab.lab.executors import Job, RunResult
+    from bloatlab.results.summary import RunSummary
 
     def sleepy(values, rep, run_dir, tick):  # nested: Ray sends it by value, not by this module's name
         """Outlives its time on its first attempt (a marker file says which attempt it is)."""
@@ -207,7 +208,7 @@ def test_a_run_that_outlives_its_time_is_stopped_and_retried_on_another_node(clu
                 raise
         run_dir.mkdir(parents=True)
         (run_dir / "run.json").write_text("{}")
-        return RunResult(True, {"attempt": 2})
+        return RunResult(True, RunSummary(complete=True, duration_s=2.0))
 
     ray_module = clusters.connect(cluster.address)
     try:
@@ -218,7 +219,7 @@ def test_a_run_that_outlives_its_time_is_stopped_and_retried_on_another_node(clu
         (done,) = list(executor.run(sleepy, [job], lambda i, j: lambda s: None))
     finally:
         clusters.disconnect()
-    assert done.result.complete and done.result.summary == {"attempt": 2}
+    assert done.result.complete and done.result.summary == RunSummary(complete=True, duration_s=2.0)  # as it left
     assert (tmp_path / "marker").read_text() == "stopped"  # cancelled gracefully, not killed
     (failed,) = done.attempts
     assert failed["reason"] == "did not end within 8 s"

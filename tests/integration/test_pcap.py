@@ -70,7 +70,7 @@ def run(tmp_path_factory):
     return outcome
 
 
-def test_each_capture_holds_exactly_the_departures(run):
+def test_each_capture_holds_exactly_the_departures(run, summary_reads_back):
     stats = json.loads((run.run_dir / "run.json").read_text())["datapath_stats"]
     for direction, name in (("s0->h2", "s0_to_h2"), ("h2->s0", "h2_to_s0")):
         rows = tshark(run.run_dir / "pcap" / f"{name}.pcapng", "frame.time_epoch", "frame.len", "frame.cap_len")
@@ -79,7 +79,7 @@ def test_each_capture_holds_exactly_the_departures(run):
         assert max(int(kept) for *_, kept in rows) == 128, "the default snap length keeps the headers"
         times = [float(t) for t, *_ in rows]
         assert times == sorted(times), "departures in the order they left"
-        assert run.summary["pcap"][direction]["departures"] == {
+        assert summary_reads_back(run.run_dir)["pcap"][direction]["departures"] == {
             "file": f"pcap/{name}.pcapng", "packets": len(rows), "cut": 0, "lost": 0,
             "bytes": (run.run_dir / "pcap" / f"{name}.pcapng").stat().st_size}
     # tshark decodes TCP in the cut frames: the forward data flow's segments and the other's ACKs,
@@ -108,15 +108,15 @@ def test_a_capture_stops_whole_at_its_limit_and_says_so(tmp_path):
     spec = tmp_path / "limited.toml"
     spec.write_text(data)
     outcome = run_experiment(load_experiment(spec), tmp_path / "run", progress=False)
-    capture = outcome.summary["pcap"]["s0->h2"]["departures"]
+    capture = outcome.summary.pcap["s0->h2"].departures
     path = outcome.run_dir / "pcap" / "s0_to_h2.pcapng"
-    assert path.stat().st_size == capture["bytes"] <= 64 * 1024
+    assert path.stat().st_size == capture.bytes <= 64 * 1024
     rows = tshark(path, "frame.cap_len")
-    assert len(rows) == capture["packets"] and capture["cut"] > 0
+    assert len(rows) == capture.packets and capture.cut > 0
     assert max(int(n) for (n,) in rows) == 1514, "whole frames with a snap length of 1514"
     assert any("reached probes.pcap_limit" in w for w in outcome.warnings), outcome.warnings
     stats = json.loads((outcome.run_dir / "run.json").read_text())["datapath_stats"]["s0->h2"]
-    assert capture["packets"] + capture["cut"] == stats["departures"]
+    assert capture.packets + capture.cut == stats["departures"]
 
 
 def test_the_kernel_backend_cannot_capture(tmp_path):

@@ -58,31 +58,32 @@ def cs244(tmp_path_factory):
 
 
 @pytest.mark.parametrize("maxq", [20, 100])
-def test_the_queue_fills_and_the_rtt_peaks_at_base_plus_queue(cs244, maxq):
+def test_the_queue_fills_and_the_rtt_peaks_at_base_plus_queue(cs244, maxq, summary_reads_back):
     outcome = cs244[maxq]
     summary = outcome.summary
-    assert outcome.complete and summary["complete"]
-    assert summary["queue"]["s0->h2"]["max_pkts"] == maxq
-    assert summary["queue"]["s0->h2"]["drops"] > 0
-    rtt = summary["rtt_ms"]
-    assert rtt["count"] >= 140  # 10 a second for 15 s
-    assert rtt["min"] >= BASE_RTT_MS  # nothing is faster than light
+    assert outcome.complete and summary.complete
+    assert summary.to_dict() == summary_reads_back(outcome.run_dir)
+    assert summary.queue["s0->h2"].max_pkts == maxq
+    assert summary.queue["s0->h2"].drops > 0
+    rtt = summary.rtt_ms
+    assert rtt.count >= 140  # 10 a second for 15 s
+    assert rtt.min >= BASE_RTT_MS  # nothing is faster than light
     # The queue's top, from the second-highest ping or so (p99 of ~150): the max alone carries
     # whatever a stall of this shared machine adds (54.8 ms against 44.2 in one CI run), and the
     # p95 depends on where 15 s cut Reno's slow sawtooth at maxq 100 (126.7 against 141.1 in
     # another, whose p99 was 139.5). Machine-noise tolerances, not chance bounds.
-    assert rtt["p99"] == pytest.approx(peak_rtt_ms(maxq), rel=0.08)
-    assert rtt["max"] >= 0.92 * peak_rtt_ms(maxq)
+    assert rtt.p99 == pytest.approx(peak_rtt_ms(maxq), rel=0.08)
+    assert rtt.max >= 0.92 * peak_rtt_ms(maxq)
     # The bulk flow keeps the bottleneck busy: goodput near its payload capacity.
     payload_mbps = 10 * 1448 / 1514
-    assert 0.8 * payload_mbps < summary["flows"]["bulk"]["goodput_mbps"] < 1.01 * payload_mbps
-    assert summary["fetch_s"]["count"] >= 6 and summary["fetch_s"]["failed"] == 0
+    assert 0.8 * payload_mbps < summary.flows["bulk"].goodput_mbps < 1.01 * payload_mbps
+    assert summary.fetch_s.count >= 6 and summary.fetch_s.failed == 0
 
 
 def test_fetches_take_longer_behind_a_longer_queue(cs244):
     # Medians: a short queue drops SYNs now and then, and a fetch that waits out the 1 s SYN
     # timeout (1.58 s among eight of 0.2-0.5 s in one run) moves a mean of nine by 0.15 s.
-    short, long = (cs244[q].summary["fetch_s"]["median"] for q in (20, 100))
+    short, long = (cs244[q].summary.fetch_s.median for q in (20, 100))
     assert long > 1.4 * short
 
 
@@ -107,13 +108,13 @@ def test_results_describe_themselves_and_plots_have_data(cs244):
     # 100 ms intervals; the receiver reads in bursts only when a repaired loss releases the
     # data queued behind it, so most intervals stay under the link rate and the mean is the goodput.
     assert len(mbps) >= 140 and np.percentile(mbps, 90) < 10.5
-    assert np.mean(mbps) == pytest.approx(cs244[100].summary["flows"]["bulk"]["goodput_mbps"], rel=0.1)
+    assert np.mean(mbps) == pytest.approx(cs244[100].summary.flows["bulk"].goodput_mbps, rel=0.1)
     # A stall of this shared machine is reported (and judged against its timer), not a fault.
     assert not [w for w in cs244[100].warnings
                 if "the datapath fell behind" not in w and not w.startswith("this machine was short of CPU")]
     if Path(PSI_CPU).exists():  # how short of CPU the machine was while it played
-        cpu = cs244[100].summary["cpu"]
-        assert 0 <= cpu["pressure"] <= 1 and 0 <= cpu["links_batching"] <= 1
+        cpu = cs244[100].summary.cpu
+        assert 0 <= cpu.pressure <= 1 and 0 <= cpu.links_batching <= 1
     figures, warnings = build_figures(run_dir)
     assert not warnings
     for name, figure in figures.items():
@@ -153,7 +154,7 @@ queue = ["s0->h2"]
 """
 
 
-def test_the_kernel_backend_runs_and_agrees_with_the_userspace_one(tmp_path):
+def test_the_kernel_backend_runs_and_agrees_with_the_userspace_one(tmp_path, summary_reads_back):
     # The bottleneck is a switch's egress, as in a real network: a qdisc on the sender's own
     # interface would be held short by TCP Small Queues (its packets still belong to the socket).
     spec = tmp_path / "kernel.toml"
@@ -164,7 +165,7 @@ def test_the_kernel_backend_runs_and_agrees_with_the_userspace_one(tmp_path):
         run = json.loads((outcome.run_dir / "run.json").read_text())
         assert [link["backend"] for link in run["links"]] == [backend, backend]
         assert run["probes"]["queue"] == {"s0->h2": "tc" if backend == "kernel" else "datapath"}
-        results[backend] = outcome.summary
+        results[backend] = summary_reads_back(outcome.run_dir)
     for summary in results.values():
         assert summary["queue"]["s0->h2"]["max_pkts"] >= 45  # sampled every 5 ms on the kernel
         # p99, not the max: a stall of this shared machine once set one ping 16% high (70.0 ms on
@@ -210,15 +211,15 @@ def test_a_run_on_a_machine_short_of_cpu_says_so(tmp_path):
             b.kill()
             b.wait()
     assert loaded.complete, loaded.reason
-    assert loaded.summary["cpu"]["pressure"] >= CPU_PRESSURE_WARN and loaded.summary["cpu"]["links_batching"] > 0
+    assert loaded.summary.cpu.pressure >= CPU_PRESSURE_WARN and loaded.summary.cpu.links_batching > 0
     assert [w for w in loaded.warnings if w.startswith("this machine was short of CPU")], loaded.warnings
-    assert loaded.summary["rtt_ms"]["count"] > 100  # the pings crossed all the same
+    assert loaded.summary.rtt_ms.count > 100  # the pings crossed all the same
     # Alone, the run warns only if it was short of CPU all the same (a neighbour on this machine).
     quiet = run_experiment(load_experiment(spec), tmp_path / "quiet", progress=False)
-    cpu = quiet.summary["cpu"]
+    cpu = quiet.summary.cpu
     warned = [w for w in quiet.warnings if w.startswith("this machine was short of CPU")]
-    assert bool(warned) == (cpu["pressure"] >= CPU_PRESSURE_WARN or cpu["links_batching"] >= BATCHING_WARN), cpu
-    assert cpu["pressure"] < loaded.summary["cpu"]["pressure"]
+    assert bool(warned) == (cpu.pressure >= CPU_PRESSURE_WARN or cpu.links_batching >= BATCHING_WARN), cpu
+    assert cpu.pressure < loaded.summary.cpu.pressure
 
 
 def test_ctrl_c_keeps_a_partial_result_and_leaves_nothing(tmp_path):
@@ -286,7 +287,7 @@ tcp = "ss"
 """
 
 
-def test_two_runs_at_once_with_udp_and_the_ss_probe(tmp_path):
+def test_two_runs_at_once_with_udp_and_the_ss_probe(tmp_path, summary_reads_back):
     spec = tmp_path / "mixed.toml"
     spec.write_text(MIXED_SPEC)
     outs = [tmp_path / "a", tmp_path / "b"]
@@ -299,7 +300,7 @@ def test_two_runs_at_once_with_udp_and_the_ss_probe(tmp_path):
     assert runs[0]["network"] != runs[1]["network"]
     assert {f["port"] for f in runs[0]["flows"].values()}.isdisjoint(f["port"] for f in runs[1]["flows"].values())
     for out, run in zip(outs, runs):
-        summary = json.loads((out / "summary.json").read_text())
+        summary = summary_reads_back(out)  # UDP beside TCP
         assert run["probes"]["tcp"] == "ss"
         assert run["probes"]["queue"] == {"s0->h2": "datapath", "h2->s0": "datapath"}  # the default: the slowest
         assert summary["flows"]["udp"]["goodput_mbps"] == pytest.approx(3.0, rel=0.05)
@@ -352,16 +353,16 @@ def test_load_run_reads_a_real_run_into_dataframes(cs244):
     run = bloatlab.load_run(outcome.run_dir)
     assert run.complete and run.summary == outcome.summary and run.params["maxq"] == 100
     assert run.spec["topology"]["links"][1]["forward"]["queue"]["packets"] == 100
-    assert len(run.ping) == run.summary["rtt_ms"]["count"]
-    assert run.ping["rtt_ms"].max() == pytest.approx(run.summary["rtt_ms"]["max"], abs=0.001)
+    assert len(run.ping) == run.summary.rtt_ms.count
+    assert run.ping["rtt_ms"].max() == pytest.approx(run.summary.rtt_ms.max, abs=0.001)
     bulk = run.cwnd[run.cwnd["flow"] == "bulk"]
     assert len(bulk) > 100 and bulk["t_s"].is_monotonic_increasing
     queue = run.queue[run.queue["link"] == "s0->h2"]
-    assert queue["backlog_pkts"].max() == run.summary["queue"]["s0->h2"]["max_pkts"] == 100
-    fetch = run.summary["fetch_s"]
-    assert len(run.fetches) == fetch["count"] + fetch["failed"]
-    assert run.fetches.loc[run.fetches["ok"] == 1, "seconds"].median() == pytest.approx(fetch["median"])
+    assert queue["backlog_pkts"].max() == run.summary.queue["s0->h2"].max_pkts == 100
+    fetch = run.summary.fetch_s
+    assert len(run.fetches) == fetch.count + fetch.failed
+    assert run.fetches.loc[run.fetches["ok"] == 1, "seconds"].median() == pytest.approx(fetch.median)
     goodput = run.goodput[run.goodput["flow"] == "bulk"]["mbps"].mean()
-    assert goodput == pytest.approx(run.summary["flows"]["bulk"]["goodput_mbps"], rel=0.1)
+    assert goodput == pytest.approx(run.summary.flows["bulk"].goodput_mbps, rel=0.1)
     # The queue ran with every parameter its discipline has, as the catalogue resolves them.
     assert run.meta["links"][1]["forward"]["queue"] == {"discipline": "droptail", "packets": 100, "bytes": None}

@@ -25,8 +25,8 @@ def cs244(tmp_path_factory):
     return outcome
 
 
-def test_cs244_simulated_lands_on_its_physics(cs244):
-    s = cs244.summary
+def test_cs244_simulated_lands_on_its_physics(cs244, summary_reads_back):
+    s = summary_reads_back(cs244.run_dir)
     # Base RTT: 4 x 5 ms and two 98-byte pings' serialisation; the peak adds 100 frames at 10 Mbit/s
     # (121 ms), and one more held by ns-3's device below the queue (docs/simulation.md).
     assert 20.0 <= s["rtt_ms"]["min"] <= 20.5, s["rtt_ms"]

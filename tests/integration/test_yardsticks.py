@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from bloatlab.lab.run import run_experiment
+from bloatlab.results.summary import RunSummary
 from bloatlab.specs.experiment import load_preset
 
 pytestmark = pytest.mark.netns
@@ -44,11 +45,11 @@ def rrul(tmp_path_factory):
 
 def test_rrul_carries_eight_flows_and_their_marks_reach_the_bottleneck(rrul):
     summary = rrul.summary
-    flows = {name: f for name, f in summary["flows"].items() if f["kind"] == "bulk"}
-    assert len(flows) == 8 and all(f["goodput_mbps"] > 0.1 for f in flows.values()), flows
+    flows = {name: f for name, f in summary.flows.items() if f.kind == "bulk"}
+    assert len(flows) == 8 and all(f.goodput_mbps > 0.1 for f in flows.values()), flows
     payload = 10 * 1448 / 1514  # 8 s of load in a 14 s run: each way's total near the payload rate
     for pair in ("h1->h2", "h2->h1"):
-        assert 0.75 * payload <= summary["totals_mbps"][pair] <= payload * 1.02, summary["totals_mbps"]
+        assert 0.75 * payload <= summary.totals_mbps[pair] <= payload * 1.02, summary.totals_mbps
     stats = json.loads((rrul.run_dir / "run.json").read_text())["datapath_stats"]
     for direction in ("s0->h2", "h2->s0"):  # uploads' data and downloads' data cross the bottleneck
         by_dscp = stats[direction]["departures_by_dscp"]
@@ -59,8 +60,8 @@ def test_rrul_carries_eight_flows_and_their_marks_reach_the_bottleneck(rrul):
     assert up["46"] > 0.1 * stats["s0->h2"]["departures"]
 
 
-def test_rrul_measures_latency_under_load_and_grades_it(rrul, flent_summary):
-    summary = rrul.summary
+def test_rrul_measures_latency_under_load_and_grades_it(rrul, flent_summary, summary_reads_back):
+    summary = summary_reads_back(rrul.run_dir)
     bloat = summary["bufferbloat"]
     # Idle: 20 ms base. Loaded: two full 100-packet tail-drop queues (121 ms each way at most).
     assert 19 <= bloat["idle_ms"] <= 25, bloat
@@ -89,7 +90,11 @@ def rpm(tmp_path_factory):
         exp = load_preset("responsiveness", [f"aqm={aqm}", "cc=reno", "duration=20s"])
         outcome = run_experiment(exp, tmp_path_factory.mktemp("rpm") / aqm, progress=False)
         assert outcome.complete, outcome.reason
-        out[aqm] = outcome.summary
+        # The test's whole result read into its record and given back key for key.
+        doc = json.loads((outcome.run_dir / "summary.json").read_text())
+        assert json.dumps(RunSummary.from_json(doc).to_dict()) == json.dumps(doc)
+        assert RunSummary.from_json(doc) == outcome.summary and outcome.summary.responsiveness.rpm == doc["responsiveness"]["rpm"]
+        out[aqm] = doc
     return out
 
 

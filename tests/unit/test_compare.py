@@ -7,6 +7,7 @@ import sys
 
 from bloatlab.analysis import compare
 from bloatlab.results.reader import load_run
+from bloatlab.results.summary import RunSummary
 
 
 def as_ns3(run_dir):
@@ -30,7 +31,7 @@ def test_differences_are_b_against_a():
          "queue": {"s0->h2": {"mean_pkts": 50.0, "max_pkts": 100, "drops": 0}}, "fetch_s": {"mean": 0.5}}
     b = {"flows": {"bulk": {"goodput_mbps": 8.4}}, "rtt_ms": {"min": 20.0, "median": 90.0, "p95": None, "max": 141},
          "queue": {"s0->h2": {"mean_pkts": 55.0, "max_pkts": 100, "drops": 3}}}
-    diffs = {d.metric: d for d in compare.differences(a, b)}
+    diffs = {d.metric: d for d in compare.differences(RunSummary.from_json(a), RunSummary.from_json(b))}
     assert abs(diffs["goodput bulk (Mbit/s)"].relative - 0.05) < 1e-12
     assert abs(diffs["RTT median (ms)"].relative + 0.10) < 1e-12
     assert diffs["RTT p95 (ms)"].b is None and diffs["RTT p95 (ms)"].relative is None

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from bloatlab.analysis.summary import summary_lines
+from bloatlab.results.summary import CpuShare, RunSummary
 from bloatlab.testbed.datapath_stats import DatapathStats
 from bloatlab.testbed.diagnostics import batching_share
 from bloatlab.testbed.machine import (BATCHING_WARN, CPU_PRESSURE_WARN, cpu_pressure_us, pressure_share,
@@ -55,9 +56,9 @@ def test_the_warning_starts_where_the_datapath_starts_batching():
 
 
 def test_the_terminal_summary_shows_the_pressure():
-    assert dict(summary_lines({"cpu": {"pressure": 0.123, "links_batching": 0.0}}))["CPU pressure"] == (
+    assert dict(summary_lines(RunSummary(cpu=CpuShare(pressure=0.123, links_batching=0.0))))["CPU pressure"] == (
         "some task waited for a CPU 12% of the run; the links batched in 0% of their report periods")
-    assert dict(summary_lines({"cpu": {"pressure": 0.5, "links_batching": None}}))["CPU pressure"] == (
+    assert dict(summary_lines(RunSummary(cpu=CpuShare(pressure=0.5, links_batching=None))))["CPU pressure"] == (
         "some task waited for a CPU 50% of the run")
 
 

@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 from bloatlab.analysis.summary import summary_lines
+from bloatlab.results.summary import RunSummary
 from bloatlab.testbed.datapath_stats import DatapathFigures, DatapathStats, DirectionStats, TimerOvershoot
 from bloatlab.testbed.diagnostics import capture_warnings, lag_warnings as datapath_lag_warnings, lateness, worker_shares
 
@@ -113,12 +114,12 @@ def test_worker_shares_between_two_reads_of_the_stats():
 def test_lateness_is_the_worst_direction_beside_the_timer_allowance():
     stats = {"s0->h2": direction(45_000, max_ns=900_000), "h2->s0": direction(12_000)}
     late = lateness(stats, timer(p99_ns=30_000))
-    assert late == {"direction": "s0->h2", "p99_us": 45.0, "max_us": 900.0, "timer_p99_us": 30.0,
+    assert late.to_dict() == {"direction": "s0->h2", "p99_us": 45.0, "max_us": 900.0, "timer_p99_us": 30.0,
                     "sentinel_p99_us": None, "sentinel_at_random_p99_us": None, "sentinel_sleep_us": None,
                     "allowed_us": 50.0, "within": True, "added_us": 0.0}
-    assert lateness(stats, timer(p99_ns=20_000))["within"] is False
-    assert lateness(stats, None)["within"] is None  # no timer sample: no verdict
-    [(label, value)] = summary_lines({"lateness": late})
+    assert lateness(stats, timer(p99_ns=20_000)).within is False
+    assert lateness(stats, None).within is None  # no timer sample: no verdict
+    [(label, value)] = summary_lines(RunSummary(lateness=late))
     assert (label, value) == ("datapath lateness p99", "45 us (s0->h2), within what this machine allows: "
                                                        "50 us (its timer's p99 30 us + 20)")
 
@@ -126,12 +127,13 @@ def test_lateness_is_the_worst_direction_beside_the_timer_allowance():
 def test_lateness_beside_the_sentinel_says_what_the_datapath_added():
     stats = {"s0->h2": direction(1_300_000)}
     late = lateness(stats, timer(p99_ns=60_000), datapath())
-    assert (late["sentinel_p99_us"], late["allowed_us"], late["within"], late["added_us"]) == (1100.0, 1120.0, False, 180.0)
-    [(_, value)] = summary_lines({"lateness": late})
+    assert (late.sentinel_p99_us, late.allowed_us, late.within, late.added_us) == (1100.0, 1120.0, False, 180.0)
+    [(_, value)] = summary_lines(RunSummary(lateness=late))
     assert value == ("1300 us (s0->h2); the machine's own under this load 1100 us (a real-time sentinel's "
                      "1.2 ms sleeps, at a random moment): the datapath added 200 us of its own")
     within = lateness({"s0->h2": direction(900_000)}, None, datapath())
-    assert within["within"] is True and summary_lines({"lateness": within})[0][1].endswith("the datapath added nothing beyond it")
+    assert within.within is True and summary_lines(RunSummary(lateness=within))[0][1].endswith(
+        "the datapath added nothing beyond it")
 
 
 def test_a_stall_of_the_machine_weighs_as_long_as_it_lasted():
@@ -140,8 +142,8 @@ def test_a_stall_of_the_machine_weighs_as_long_as_it_lasted():
     noisy = datapath(sentinel_p99_ns=503_000, at_random_p99_ns=1_600_000)
     late = {"s0->h1": direction(1_489_000, worker=0)}
     assert datapath_lag_warnings(late, None, noisy) == []
-    doc = lateness(late, None, noisy)
-    assert (doc["sentinel_p99_us"], doc["sentinel_at_random_p99_us"], doc["within"]) == (503.0, 1600.0, True)
+    verdict = lateness(late, None, noisy)
+    assert (verdict.sentinel_p99_us, verdict.sentinel_at_random_p99_us, verdict.within) == (503.0, 1600.0, True)
     # Judged sleep by sleep it would have been the datapath's 986 us: what the run said before.
     assert datapath_lag_warnings(late, None, datapath(sentinel_p99_ns=503_000)) != []
     # The worker's own wake-ups are still judged sleep by sleep: 700 us > 503 + 20.

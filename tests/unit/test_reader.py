@@ -19,8 +19,8 @@ def test_load_run_gives_meta_summary_and_every_series_as_a_dataframe(make_run):
     assert repr(run) == f"<bloatlab run {run.name} at {path}>" and run.name.startswith("cs244 ")
     assert run.path == path and run.complete and run.params["maxq"] == 100
     assert run.spec["duration_s"] == 10
-    assert run.summary["flows"]["bulk"]["kind"] == "bulk"
-    assert run.metrics()["rtt_ms.median"] == run.summary["rtt_ms"]["median"]
+    assert run.summary.flows["bulk"].kind == "bulk"
+    assert run.metrics()["rtt_ms.median"] == run.summary.rtt_ms.median == run.summary.to_dict()["rtt_ms"]["median"]
     assert run.flows("bulk") == ["bulk"] and run.probed_queues() == ["s0->h2"]
     assert run.queue_limits_pkts() == {"s0->h2": 100, "h2->s0": 100}
     for name, frame in (("ping", run.ping), ("cwnd", run.cwnd), ("queue", run.queue), ("fetch", run.fetches),

@@ -96,13 +96,14 @@ def test_the_cli_writes_the_report_and_prints_its_path(make_sweep, capsys):
 def test_a_grade_without_an_idle_latency_says_why_not_plus_nothing():
     """cs244's flow starts with the run: no probe is idle, so there is no grade to give."""
     from bloatlab.analysis.summary import headline, summary_lines
+    from bloatlab.results.summary import RunSummary
 
-    none = {"bufferbloat": {"idle_ms": None, "loaded_ms": 90.1, "increase_ms": None, "grade": None}}
+    none = RunSummary.from_json({"bufferbloat": {"idle_ms": None, "loaded_ms": 90.1, "increase_ms": None, "grade": None}})
     lines = dict(summary_lines(none))
     assert lines["latency idle / under load"] == "- / 90.1 ms"
     assert lines["bufferbloat grade"] == "- (no idle latency: no probe answered before the load started)"
     assert "grade" not in headline(none)
-    some = {"bufferbloat": {"idle_ms": 20.0, "loaded_ms": 150.0, "increase_ms": 130.0, "grade": "C"}}
+    some = RunSummary.from_json({"bufferbloat": {"idle_ms": 20.0, "loaded_ms": 150.0, "increase_ms": 130.0, "grade": "C"}})
     assert dict(summary_lines(some))["bufferbloat grade"] == "C (+130.0 ms)"
     assert "grade C (+130 ms under load)" in headline(some)
 

@@ -4,7 +4,7 @@ grade both it and RRUL report."""
 import pytest
 
 from bloatlab.errors import SpecError
-from bloatlab.experiment.record import Collected, RunRecord
+from bloatlab.experiment.record import Collected, ResponsivenessResult, RunRecord, flow_from_json
 from bloatlab.experiment.responsiveness import method as m
 from bloatlab.results.stats import grade
 from bloatlab.results.writer import summary
@@ -68,12 +68,13 @@ def test_the_responsiveness_preset_and_its_checks():
 
 def test_a_responsiveness_summary_grades_its_own_idle_and_loaded_latency():
     record = RunRecord(load_preset("responsiveness"))
-    record.collected = Collected(responsiveness={"rpm": 400.0, "idle_latency_ms": 20.0, "confidence": "high"})
-    doc = summary(record)
-    assert doc["responsiveness"]["rpm"] == 400.0
-    assert doc["bufferbloat"]["loaded_ms"] == pytest.approx(150.0)
-    assert doc["bufferbloat"]["increase_ms"] == pytest.approx(130.0)
-    assert doc["bufferbloat"]["grade"] == "C"
+    test = {"rpm": 400.0, "idle_latency_ms": 20.0, "confidence": "high"}
+    record.collected = Collected(responsiveness=ResponsivenessResult.from_json(test))
+    written = summary(record)
+    assert written.responsiveness.rpm == 400.0 and written.to_dict()["responsiveness"] == test
+    assert written.bufferbloat.loaded_ms == pytest.approx(150.0)
+    assert written.bufferbloat.increase_ms == pytest.approx(130.0)
+    assert written.bufferbloat.grade == "C"
 
 
 def test_rrul_grades_the_probes_under_load_against_before_it():
@@ -82,13 +83,13 @@ def test_rrul_grades_the_probes_under_load_against_before_it():
     # Idle before 2 s, loaded from 3 s (a second to settle) to 10 s, idle again after.
     rows = [(0.5, "icmp", 20.0), (1.5, "udp_ef", 22.0), (2.5, "icmp", 90.0), (4.0, "icmp", 120.0),
             (9.0, "udp_be", 140.0), (11.0, "icmp", 21.0)]
-    record.collected = Collected(ping=rows, flows={
+    record.collected = Collected(ping=rows, flows={name: flow_from_json(f) for name, f in {
         "up_be": {"kind": "bulk", "src": "h1", "dst": "h2", "goodput_mbps": 2.0},
         "up_ef": {"kind": "bulk", "src": "h1", "dst": "h2", "goodput_mbps": 3.0},
         "down_be": {"kind": "bulk", "src": "h2", "dst": "h1", "goodput_mbps": 4.5},
-        "udp_ef": {"kind": "irtt", "src": "h1", "dst": "h2", "goodput_mbps": None}})
-    doc = summary(record)
-    assert doc["bufferbloat"]["idle_ms"] == pytest.approx(21.0)
-    assert doc["bufferbloat"]["loaded_ms"] == pytest.approx(130.0)
-    assert doc["bufferbloat"]["grade"] == "C"
-    assert doc["totals_mbps"] == {"h1->h2": pytest.approx(5.0), "h2->h1": pytest.approx(4.5)}
+        "udp_ef": {"kind": "irtt", "src": "h1", "dst": "h2"}}.items()})
+    written = summary(record)
+    assert written.bufferbloat.idle_ms == pytest.approx(21.0)
+    assert written.bufferbloat.loaded_ms == pytest.approx(130.0)
+    assert written.bufferbloat.grade == "C"
+    assert written.totals_mbps == {"h1->h2": pytest.approx(5.0), "h2->h1": pytest.approx(4.5)}

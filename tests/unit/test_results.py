@@ -12,6 +12,7 @@ from bloatlab.analysis.summary import summary_table
 from bloatlab.experiment.probes.queue import QueueTrace, from_qlog
 from bloatlab.results.files import SERIES_COLUMNS, RunDir
 from bloatlab.results.stats import describe
+from bloatlab.results.summary import RunSummary
 
 
 def test_describe_by_hand():
@@ -33,10 +34,11 @@ def test_queue_summary_is_time_weighted():
     trace = QueueTrace(t_s=np.array([-1.0, 1.0, 3.0]), pkts=np.array([2, 4, 0]),
                        nbytes=np.array([3000, 6000, 0]), drops=np.array([5, 7, 7]))
     summary = trace.summary(4.0)
-    assert summary["mean_pkts"] == pytest.approx((2 * 1 + 4 * 2 + 0 * 1) / 4)
-    assert summary["mean_bytes"] == pytest.approx((3000 * 1 + 6000 * 2) / 4)
-    assert summary["max_pkts"] == 4 and summary["max_bytes"] == 6000
-    assert summary["drops"] == 2  # the 5 before t0 are not the run's
+    assert summary.mean_pkts == pytest.approx((2 * 1 + 4 * 2 + 0 * 1) / 4)
+    assert summary.mean_bytes == pytest.approx((3000 * 1 + 6000 * 2) / 4)
+    assert summary.max_pkts == 4 and summary.max_bytes == 6000
+    assert summary.drops == 2  # the 5 before t0 are not the run's
+    assert summary.drops_by_reason is None and "marks" not in summary.to_dict()  # a qdisc's counters say no reason
 
 
 def test_queue_from_qlog_counts_only_the_queues_own_drops(tmp_path):
@@ -56,10 +58,11 @@ def test_queue_from_qlog_counts_only_the_queues_own_drops(tmp_path):
     assert list(trace.drops) == [0, 1, 1, 1, 1, 2]
     assert trace.t_s[0] == pytest.approx(0.5)
     summary = trace.summary(1.0)
-    assert summary["drops"] == 1 and summary["max_pkts"] == 1
-    assert summary["drops_by_reason"] == {"queue_full": 1}
-    assert summary["marks"] == {"codel": 1}
-    assert summary["mean_pkts"] == pytest.approx(0.3)  # one packet from 0.5 s to 0.8 s
+    assert summary.drops == 1 and summary.max_pkts == 1
+    assert summary.drops_by_reason == {"queue_full": 1}
+    assert summary.marks == {"codel": 1}
+    assert summary.mean_pkts == pytest.approx(0.3)  # one packet from 0.5 s to 0.8 s
+    assert list(summary.to_dict())[:2] == ["drops_by_reason", "marks"]  # first, as summary.json has them
 
 
 def test_series_files_have_the_documented_columns(tmp_path):
@@ -79,7 +82,7 @@ def test_summary_table_puts_runs_side_by_side():
          "fetch_s": {"count": 0, "failed": 0}, "queue": {"s0->h2": {"mean_pkts": 60.0, "max_pkts": 100, "drops": 3}}}
     b = json.loads(json.dumps(a))
     b["queue"]["s0->h2"]["max_pkts"] = 20
-    lines = summary_table([("maxq=100", a), ("maxq=20", b)]).splitlines()
+    lines = summary_table([("maxq=100", RunSummary.from_json(a)), ("maxq=20", RunSummary.from_json(b))]).splitlines()
     assert "maxq=100" in lines[0] and "maxq=20" in lines[0]
     row = next(line for line in lines if line.startswith("queue s0->h2 mean/max"))
     assert "60.0/100 packets" in row and "60.0/20 packets" in row

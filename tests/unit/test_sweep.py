@@ -11,6 +11,7 @@ import pytest
 from bloatlab.analysis.report import finish_sweep
 from bloatlab.errors import BloatlabError
 from bloatlab.lab.executors import RunResult
+from bloatlab.results.summary import NicSummary
 from bloatlab.lab.sweep import Axis, label, points, run_sweep
 
 AXES = [Axis("maxq", (20, 100)), Axis("cc", ("reno", "bbr"))]
@@ -31,14 +32,14 @@ class Runs:
         if len(self.calls) == self.fail_at:
             raise RuntimeError("the machine broke")
         run_dir.mkdir(parents=True)
-        summary = {"complete": True, "rtt_ms": {"median": values["maxq"] + rep}}
+        summary = {"complete": True, "ping": {"median_ms": values["maxq"] + rep}}  # a nic run's, as the sweep's kind
         (run_dir / "summary.json").write_text(json.dumps(summary))
-        return RunResult(True, summary)
+        return RunResult(True, NicSummary.from_json(summary))
 
 
 def sweep(out, runs, **kw):
     args = dict(kind="nic", name="t", source="test", axes=AXES, repeat=2, fixed={"duration": "1s"},
-                run_one=runs, estimate_s=1.0, headline=lambda s: f"rtt {s['rtt_ms']['median']}",
+                run_one=runs, estimate_s=1.0, headline=lambda s: f"rtt {s.ping.median_ms}",
                 finish=finish_sweep, progress=False, stream=io.StringIO())
     return run_sweep(out, **{**args, **kw})
 
@@ -58,7 +59,7 @@ def test_a_sweep_runs_every_point_and_repetition(tmp_path):
     assert doc["status"] == "complete" and doc["axes"][0] == {"name": "maxq", "values": [20, 100]}
     assert doc["points"][3]["runs"][1]["dir"] == "maxq=100,cc=bbr/rep2"
     agg = json.loads((tmp_path / "s" / "aggregate.json").read_text())
-    assert agg["points"][0]["metrics"]["rtt_ms.median"]["mean"] == 21.5
+    assert agg["points"][0]["metrics"]["ping.median_ms"]["mean"] == 21.5
 
 
 def test_interrupt_keeps_completed_runs_and_resume_runs_only_the_rest(tmp_path):
@@ -129,12 +130,13 @@ from pathlib import Path
 from bloatlab.analysis.report import finish_sweep
 from bloatlab.lab.executors import RunResult, executor
 from bloatlab.lab.sweep import Axis, run_sweep
+from bloatlab.results.summary import NicSummary
 
 def run_one(values, rep, run_dir, tick):
     run_dir.mkdir(parents=True)
-    summary = {{"complete": True, "rtt_ms": {{"median": values["maxq"] + rep}}}}
+    summary = {{"complete": True, "ping": {{"median_ms": values["maxq"] + rep}}}}
     (run_dir / "summary.json").write_text(json.dumps(summary))
-    return RunResult(True, summary)
+    return RunResult(True, NicSummary.from_json(summary))
 
 outcome = run_sweep(Path({str(tmp_path / 's')!r}), kind="nic", name="t", source="test", axes=[Axis("maxq", (20, 100))],
                     repeat=2, fixed={{}}, run_one=run_one, estimate_s=1.0, headline=str, finish=finish_sweep,

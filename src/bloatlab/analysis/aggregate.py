@@ -27,7 +27,8 @@ def aggregate(sweep: dict[str, Any], root: Path) -> dict[str, Any]:
     for point in read.points:
         done = [r for r in point.runs if r.status == "complete"]
         # A summary that is gone or damaged: the run does not count.
-        flats = [flatten(summary) for r in done if (summary := read_summary(r.dir)) is not None]
+        flats = [flatten(summary.to_dict()) for r in done
+                 if (summary := read_summary(r.dir, sweep.get("kind"))) is not None]
         names = sorted({name for flat in flats for name in flat})
         metrics = {name: describe_sample([f[name] for f in flats if name in f]) for name in names}
         points.append({"label": point.label, "values": point.values, "n": len(flats),

@@ -13,7 +13,9 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from bloatlab.analysis.plots import DPI, PANEL_HEIGHT_IN, TIME_LABEL, WIDTH_IN
+from bloatlab.experiment.record import IrttSummary
 from bloatlab.results.reader import Run, dig
+from bloatlab.results.summary import RunSummary, Summary
 
 
 def backend(run: Run) -> str:
@@ -37,26 +39,30 @@ def labels(runs: list[Run]) -> tuple[list[str], dict[str, Any]]:
     return out, {k: v for k, v in params.items() if k not in differ}
 
 
-def headline_numbers(summary: dict[str, Any]) -> dict[str, float]:
-    """The numbers two runs are held against each other by, named for the reader."""
+def headline_numbers(summary: Summary | None) -> dict[str, float]:
+    """The numbers two runs are held against each other by, named for the reader (none of a nic
+    run's)."""
     out: dict[str, float] = {}
+    if not isinstance(summary, RunSummary):
+        return out
 
     def put(name: str, value: Any) -> None:
         if isinstance(value, (int, float)) and not isinstance(value, bool) and np.isfinite(value):
             out[name] = float(value)
 
-    for name, flow in (summary.get("flows") or {}).items():
-        put(f"goodput {name} (Mbit/s)", flow.get("goodput_mbps"))
-    rtt = summary.get("rtt_ms") or {}
-    for stat in ("min", "median", "p95", "max"):
-        put(f"RTT {stat} (ms)", rtt.get(stat))
-    for link, q in (summary.get("queue") or {}).items():
-        put(f"queue {link} mean (packets)", q.get("mean_pkts"))
-        put(f"queue {link} max (packets)", q.get("max_pkts"))
-        put(f"queue {link} drops", q.get("drops"))
-    fetch = summary.get("fetch_s") or {}
-    for stat in ("mean", "median", "p95"):
-        put(f"fetch {stat} (s)", fetch.get(stat))
+    for name, flow in (summary.flows or {}).items():
+        if not isinstance(flow, IrttSummary):
+            put(f"goodput {name} (Mbit/s)", flow.goodput_mbps)
+    if (rtt := summary.rtt_ms) is not None:
+        for stat, value in (("min", rtt.min), ("median", rtt.median), ("p95", rtt.p95), ("max", rtt.max)):
+            put(f"RTT {stat} (ms)", value)
+    for link, q in (summary.queue or {}).items():
+        put(f"queue {link} mean (packets)", q.mean_pkts)
+        put(f"queue {link} max (packets)", q.max_pkts)
+        put(f"queue {link} drops", q.drops)
+    if (fetch := summary.fetch_s) is not None:
+        for stat, value in (("mean", fetch.mean), ("median", fetch.median), ("p95", fetch.p95)):
+            put(f"fetch {stat} (s)", value)
     return out
 
 
@@ -74,7 +80,7 @@ class Difference:
         return self.b / self.a - 1
 
 
-def differences(a: dict[str, Any], b: dict[str, Any]) -> list[Difference]:
+def differences(a: Summary | None, b: Summary | None) -> list[Difference]:
     """Run B's headline numbers against run A's, every metric either has, in A's order."""
     na, nb = headline_numbers(a), headline_numbers(b)
     return [Difference(m, na.get(m), nb.get(m)) for m in dict.fromkeys([*na, *nb])]

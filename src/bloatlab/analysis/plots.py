@@ -28,7 +28,9 @@ from matplotlib.figure import Figure
 
 from bloatlab.analysis.layout import arrange, legend_beside
 from bloatlab.results.files import SERIES_KEYS
+from bloatlab.experiment.record import IrttSummary
 from bloatlab.results.reader import Run, dig, load_run
+from bloatlab.results.summary import RunSummary
 
 WIDTH_IN = 8.0
 PANEL_HEIGHT_IN = 4.5
@@ -250,9 +252,11 @@ LATENCY_PROBES = ("ping", "irtt", "responsiveness")  # the workloads that write 
 def _rtt_figure(run: Run, warn: Warn) -> Figure:
     fig, (ax,) = _figure(run, "Round-trip time")
     probes, reason = _latency(run, warn)
+    summary = run.summary if isinstance(run.summary, RunSummary) else None
     for i, (name, s) in enumerate(probes.items()):
         # Lost requests have no row: only summary.json counts them.
-        lost = dig(run.summary, "pings", name, "lost") if len(probes) > 1 else dig(run.summary, "rtt_ms", "lost")
+        rtt = ((summary.pings or {}).get(name) if len(probes) > 1 else summary.rtt_ms) if summary is not None else None
+        lost = rtt.lost if rtt is not None else None
         label = f"{name}: " * bool(name) + f"{len(s['t_s'])} replies" + (f", {lost} lost" if isinstance(lost, int) else "")
         ax.plot(s["t_s"], s["rtt_ms"], ".-", ms=2, lw=0.5, color=f"C{i}", label=label)
     _finish(ax, run, "RTT (ms)", empty=reason)
@@ -311,7 +315,8 @@ def _throughput_figure(run: Run, warn: Warn) -> Figure:
     fig, (ax,) = _figure(run, "Throughput")
     flows, reason = series_groups(run, "throughput", ("t_s", "mbps"), warn)
     for i, (name, s) in enumerate(flows.items()):
-        goodput = dig(run.summary, "flows", name, "goodput_mbps")
+        flow = (run.summary.flows or {}).get(name) if isinstance(run.summary, RunSummary) else None
+        goodput = flow.goodput_mbps if flow is not None and not isinstance(flow, IrttSummary) else None
         label = f"{name} (goodput {goodput:.2f} Mbit/s)" if isinstance(goodput, (int, float)) else name
         # t_s ends a 100 ms interval: the rate holds over the interval before it.
         ax.step(s["t_s"], s["mbps"], where="pre", color=f"C{i}", lw=1, label=label)

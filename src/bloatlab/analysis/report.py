@@ -27,8 +27,9 @@ from bloatlab.analysis.aggregate import write_aggregate, write_series_export
 from bloatlab.analysis.plots import PNG_OPTIONS, show_value as _show
 from bloatlab.analysis.summary import summary_lines
 from bloatlab.errors import BloatlabError
-from bloatlab.results.reader import Run, Sweep, dig, flatten, is_run, is_sweep, load_run, load_sweep
+from bloatlab.results.reader import Run, Sweep, dig, is_run, is_sweep, load_run, load_sweep
 from bloatlab.results.stats import GRADE_CONVENTION, grade
+from bloatlab.results.summary import RunSummary
 from bloatlab.specs.units import format_duration_ns, format_rate
 
 # Per-run figures: file stem -> (the series it needs, caption).
@@ -154,7 +155,7 @@ def _number(value: Any, like: float | None = None) -> str:
     return f"{value:.{decimals}f}"
 
 
-# The rows of a cake queue's tin table: label, key in summary.json's tins, format.
+# The rows of a cake queue's tin table: label, the figure's name (TinSummary's, summary.json's), format.
 TIN_ROWS: tuple[tuple[str, str, Callable[..., str]], ...] = (
     ("threshold Mbit/s", "threshold_mbps", _number),
     ("target ms", "target_ms", _number),
@@ -365,22 +366,22 @@ def _run_report(run_dir: Path, drawn: plots.PlotResult | None = None) -> str:
                                 for n, f in flows.items() if isinstance(f, dict)]))
 
     sections.append("<h2>Results</h2>")
-    lines = summary_lines(summary) if summary else []
+    lines = summary_lines(summary)
     if lines:
         plus_minus = [(k.replace("+-", "±"), v.replace("+-", "±")) for k, v in lines]
         sections.append(_table(["measure", "value"], plus_minus))
-    numbers = list(flatten(summary or {}).items())
+    numbers = list(run.metrics().items())
     if numbers:
         table = _table(["metric", "value"], [(k, _number(v)) for k, v in numbers], numeric_from=1)
         sections.append(table if not lines else f"<details><summary>Every number of summary.json</summary>{table}"
                                                 "</details>")
     if not lines and not numbers:
         sections.append("<p class=\"bad\">summary.json has no numbers.</p>")
-    for direction, tins in (summary or {}).get("tins", {}).items():
+    for direction, tins in ((summary.tins if isinstance(summary, RunSummary) else None) or {}).items():
         # As `tc -s qdisc` shows cake: a column per tin, a row per figure.
         sections.append(f"<h3>Tins of {_e(direction)}</h3>" + _table(
             ["", *tins],
-            [(label, *(fmt(t.get(key)) for t in tins.values())) for label, key, fmt in TIN_ROWS], numeric_from=1))
+            [(label, *(fmt(getattr(t, key)) for t in tins.values())) for label, key, fmt in TIN_ROWS], numeric_from=1))
     problems = [str(x) for key in ("errors", "warnings") if isinstance(meta.get(key), list) for x in meta[key]]
 
     figures: dict[str, Figure | Path]

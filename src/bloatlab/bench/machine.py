@@ -66,7 +66,7 @@ from bloatlab.specs.experiment import load_preset
 from bloatlab.specs.model import DirectionSpec, HostSpec, LinkSpec, QueueSpec, SwitchSpec, Topology
 from bloatlab.specs.units import format_duration_ns, format_rate
 from bloatlab.testbed import capabilities
-from bloatlab.testbed.datapath_stats import DatapathStats, TimerOvershoot
+from bloatlab.testbed.datapath_stats import DatapathStats, LatenessVerdict, TimerOvershoot
 from bloatlab.testbed.diagnostics import TIMER_ALLOWANCE_US, TIMER_SLEEP_NS, timer_overshoot
 from bloatlab.testbed.network import PREFIX, Network
 from bloatlab.version import __version__
@@ -323,7 +323,7 @@ def slow_lateness_runs(out_dir: Path) -> dict[str, Any]:
         key = "punctual" if punctual else "default"
         exp = load_preset("cs244", [f"duration={SLOW_RUN_S}s"], punctual=punctual)
         outcome = run_experiment(exp, out_dir / key, progress=False)
-        late = outcome.summary.get("lateness") or {}
+        late = outcome.summary.lateness or LatenessVerdict.from_json({})
         datapath = json.loads((outcome.run_dir / "run.json").read_text()).get("datapath") or {}
 
         def share(cpu: dict[str, int]) -> float | None:
@@ -332,8 +332,8 @@ def slow_lateness_runs(out_dir: Path) -> dict[str, Any]:
         workers = [s for w in datapath.get("workers", []) if (s := share(w.get("cpu") or {})) is not None]
         sentinel = datapath.get("sentinel") or {}
         wall = max((w["cpu"]["wall_ns"] for w in datapath.get("workers", []) if w.get("cpu")), default=0)
-        out[key] = {"p99_us": late.get("p99_us"), "max_us": late.get("max_us"), "direction": late.get("direction"),
-                    "sentinel_p99_us": late.get("sentinel_p99_us"), "sentinel_sleep_us": late.get("sentinel_sleep_us"),
+        out[key] = {"p99_us": late.p99_us, "max_us": late.max_us, "direction": late.direction,
+                    "sentinel_p99_us": late.sentinel_p99_us, "sentinel_sleep_us": late.sentinel_sleep_us,
                     "workers_pct": workers, "sentinel_cpu_pct": 100 * sentinel["cpu_ns"] / wall
                     if sentinel.get("cpu_ns") and wall else None, "warnings": outcome.warnings}
     return out
@@ -356,9 +356,9 @@ def rrul_runs(out_dir: Path) -> dict[str, Any]:
         except BloatlabError as e:  # a kernel without htb, say: the comparison goes without it
             out[key] = {"error": str(e)}
             continue
-        late = outcome.summary.get("lateness") or {}
-        out[key] = {"totals_mbps": outcome.summary.get("totals_mbps"), "p99_us": late.get("p99_us"),
-                    "sentinel_p99_us": late.get("sentinel_p99_us")}
+        late = outcome.summary.lateness or LatenessVerdict.from_json({})
+        out[key] = {"totals_mbps": outcome.summary.totals_mbps, "p99_us": late.p99_us,
+                    "sentinel_p99_us": late.sentinel_p99_us}
     return out
 
 

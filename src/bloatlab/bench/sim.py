@@ -15,7 +15,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bloatlab.experiment.record import BulkSummary, QueueSummary
 from bloatlab.lab.run import run_experiment
+from bloatlab.results.summary import RttStats, RunSummary
 from bloatlab.sim import driver
 from bloatlab.specs.experiment import load_preset
 from bloatlab.version import __version__
@@ -25,13 +27,14 @@ GOODPUT_TOLERANCE = 0.03
 RTT_MEDIAN_TOLERANCE = 0.10
 
 
-def _numbers(summary: dict[str, Any]) -> dict[str, float | None]:
-    rtt = summary.get("rtt_ms", {})
-    queue = next(iter(summary.get("queue", {}).values()), {})
-    return {"goodput_mbps": summary.get("flows", {}).get("bulk", {}).get("goodput_mbps"),
-            "rtt_min_ms": rtt.get("min"), "rtt_median_ms": rtt.get("median"), "rtt_p95_ms": rtt.get("p95"),
-            "rtt_max_ms": rtt.get("max"), "queue_mean_pkts": queue.get("mean_pkts"),
-            "queue_max_pkts": queue.get("max_pkts"), "fetch_mean_s": summary.get("fetch_s", {}).get("mean")}
+def _numbers(summary: RunSummary) -> dict[str, float | None]:
+    rtt = summary.rtt_ms or RttStats.unmeasured()
+    queue = next(iter((summary.queue or {}).values()), None) or QueueSummary.unmeasured()
+    bulk = (summary.flows or {}).get("bulk")
+    return {"goodput_mbps": bulk.goodput_mbps if isinstance(bulk, BulkSummary) else None,
+            "rtt_min_ms": rtt.min, "rtt_median_ms": rtt.median, "rtt_p95_ms": rtt.p95, "rtt_max_ms": rtt.max,
+            "queue_mean_pkts": queue.mean_pkts, "queue_max_pkts": queue.max_pkts,
+            "fetch_mean_s": summary.fetch_s.mean if summary.fetch_s is not None else None}
 
 
 def run_sim_bench(maxq: int, duration: str, out_dir: Path, emulated: bool = True) -> dict[str, Any]:

@@ -55,8 +55,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(f"warning: {warning}", file=sys.stderr)
     lines = [summary_table([(label, outcome.summary)]), "",
              f"results: {outcome.run_dir}/ (summary.json, series/, raw/)"]
-    if outcome.summary.get("pcap"):
-        files = [f["file"] for d in outcome.summary["pcap"].values() for f in d.values()]
+    if outcome.summary.pcap:
+        files = [f.file for d in outcome.summary.pcap.values() for f in (d.departures, d.drops)]
         lines.append(f"pcap:    {outcome.run_dir}/ ({', '.join(files)}): wireshark or tshark -r FILE")
     if outcome.plots:
         lines.append(f"plots:   {outcome.run_dir / 'plots'}/ "
@@ -168,7 +168,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
     if same and len(runs) > 1:
         text = "common: " + " ".join(f"{k}={v}" for k, v in same.items()) + "\n\n" + text
     doc: dict = {"runs": [{"dir": str(run.path), "label": label, "backend": compare.backend(run), "params": run.params,
-                           "summary": run.summary} for run, label in zip(runs, names)]}
+                           "summary": run.summary.to_dict() if run.summary is not None else {}}
+                          for run, label in zip(runs, names)]}
     if len(runs) == 2:
         diffs = compare.differences(runs[0].summary, runs[1].summary)
         text += f"\n\nB ({names[1]}) against A ({names[0]}):\n" + compare.differences_table(diffs, "A", "B")

@@ -1,27 +1,170 @@
 """What a run measured and knows about itself, as the experiment layer hands it on: the rows of
 its series, the numbers its summary is made of, and the facts run.json records. bloatlab's
 results layer writes it (results/writer.py); nothing here touches a file.
+
+The sections of summary.json measured here are typed records (results/summary.py holds the
+rest and the whole): each flow by its kind, a probed queue, the responsiveness test's result.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any
+import copy
+from dataclasses import dataclass, field, fields
+from typing import Any, ClassVar, Self
 
 from bloatlab.specs.model import Experiment
 from bloatlab.testbed.datapath_stats import DatapathFigures, DirectionStats, TimerOvershoot
+
+
+class Plain:
+    """A record of plain values (numbers, names, flags, maps of them) as summary.json holds it:
+    read key for key, a key an older version did not write as None, and written in the order
+    its fields are declared."""
+
+    @classmethod
+    def from_json(cls, doc: dict[str, Any]) -> Self:
+        return cls(**{f.name: _copied(doc.get(f.name)) for f in fields(cls)})  # type: ignore[arg-type]
+
+    @classmethod
+    def unmeasured(cls) -> Self:
+        """Every figure null: nothing was measured."""
+        return cls.from_json({})
+
+    def to_dict(self) -> dict[str, Any]:
+        return {f.name: _copied(getattr(self, f.name)) for f in fields(self)}  # type: ignore[arg-type]
+
+
+def _copied(value: Any) -> Any:
+    return dict(value) if isinstance(value, dict) else value
+
+
+# A flow in summary.json "flows": bulk and udp as iperf3 (or ns-3) counted them, irtt's probes.
+# Null where the tool said nothing (it failed, or a run was cut short before its totals).
+
+class _Flow(Plain):
+    kind: ClassVar[str]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, **super().to_dict()}
+
+
+@dataclass(frozen=True)
+class BulkSummary(_Flow):
+    """A bulk TCP flow: goodput (Mbit/s) as its receiver counted it over the flow's active time,
+    the sender's rate, its retransmitted segments, how long it ran (s)."""
+
+    kind: ClassVar[str] = "bulk"
+    goodput_mbps: float | None
+    src: str | None
+    dst: str | None
+    dscp: str | None  # its packets' codepoint by name ("EF")
+    cc: str | None
+    sender_mbps: float | None
+    retransmits: int | None
+    seconds: float | None
+
+
+@dataclass(frozen=True)
+class UdpSummary(_Flow):
+    """A UDP flow at a rate: goodput (Mbit/s), the sender's rate, loss (%) and jitter (ms) as the
+    receiver saw them, how long it ran (s)."""
+
+    kind: ClassVar[str] = "udp"
+    goodput_mbps: float | None
+    src: str | None
+    dst: str | None
+    dscp: str | None
+    sender_mbps: float | None
+    lost_percent: float | None
+    jitter_ms: float | None
+    seconds: float | None
+
+
+@dataclass(frozen=True)
+class IrttSummary(_Flow):
+    """irtt's probes: requests sent, replies received, the loss each way (%), the mean
+    round-trip IPDV (ms)."""
+
+    kind: ClassVar[str] = "irtt"
+    src: str | None
+    dst: str | None
+    dscp: str | None
+    sent: int | None
+    received: int | None
+    loss_up_percent: float | None
+    loss_down_percent: float | None
+    jitter_ms: float | None
+
+
+FlowSummary = BulkSummary | UdpSummary | IrttSummary
+FLOW_KINDS: dict[str, type[FlowSummary]] = {"bulk": BulkSummary, "udp": UdpSummary, "irtt": IrttSummary}
+
+
+def flow_from_json(doc: dict[str, Any]) -> FlowSummary:
+    """A flow by its kind (a flow without one, of an early version, is a bulk flow)."""
+    return FLOW_KINDS.get(doc.get("kind"), BulkSummary).from_json(doc)
+
+
+@dataclass(frozen=True)
+class QueueSummary(Plain):
+    """A probed queue over the run (summary.json "queue"): time-weighted mean and the maximum
+    backlog, in packets and bytes, and the queue's own drops; with the datapath's log, its drops
+    and CE marks by reason. Null where nothing was recorded."""
+
+    mean_pkts: float | None
+    max_pkts: int | None
+    mean_bytes: float | None
+    max_bytes: int | None
+    drops: int | None
+    drops_by_reason: dict[str, int] | None = None  # only the datapath's log says why
+    marks: dict[str, int] | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        numbers = super().to_dict()
+        verdicts = {name: numbers.pop(name) for name in ("drops_by_reason", "marks")}
+        return {**{name: v for name, v in verdicts.items() if v is not None}, **numbers}
+
+
+@dataclass(frozen=True)
+class ResponsivenessResult:
+    """The responsiveness test's result (summary.json "responsiveness", docs/experiments.md):
+    the figures bloatlab reads, typed, and the whole document as the test's client wrote it
+    (its parameters, trimmed means, probes and intervals counted), which to_dict gives back
+    key for key."""
+
+    method: str | None
+    direction: str | None
+    cc: str | None
+    rpm: float | None
+    foreign_rpm: float | None
+    loaded_rpm: float | None
+    confidence: str | None  # high, medium, low
+    band: str | None  # the draft's: poor, fair, good, excellent
+    idle_latency_ms: float | None
+    goodput_mbps: dict[str, float] | None  # by direction
+    document: dict[str, Any] = field(repr=False)
+
+    @classmethod
+    def from_json(cls, doc: dict[str, Any]) -> ResponsivenessResult:
+        goodput = doc.get("goodput_mbps")
+        return cls(doc.get("method"), doc.get("direction"), doc.get("cc"), doc.get("rpm"), doc.get("foreign_rpm"),
+                   doc.get("loaded_rpm"), doc.get("confidence"), doc.get("band"), doc.get("idle_latency_ms"),
+                   dict(goodput) if isinstance(goodput, dict) else None, copy.deepcopy(doc))
+
+    def to_dict(self) -> dict[str, Any]:
+        return copy.deepcopy(self.document)
 
 
 @dataclass
 class Collected:
     """What the workloads measured (one workload's, or all of them merged)."""
 
-    flows: dict[str, dict[str, Any]] = field(default_factory=dict)  # summary.json "flows"
+    flows: dict[str, FlowSummary] = field(default_factory=dict)  # summary.json "flows"
     throughput: list[tuple[float, str, float]] = field(default_factory=list)  # t_s, flow, mbps
     ping: list[tuple[float, str, float]] = field(default_factory=list)  # t_s, probe, rtt_ms: every latency probe's
     ping_lost: int = 0
     per_ping: dict[str, tuple[list[float], int]] = field(default_factory=dict)  # probe: rtts, lost
-    responsiveness: dict[str, Any] | None = None  # the responsiveness test's result (one per run)
+    responsiveness: ResponsivenessResult | None = None  # the responsiveness test's result (one per run)
     fetch: list[tuple[float, float, str, int]] = field(default_factory=list)  # t_s, s, workload, ok
     errors: list[str] = field(default_factory=list)  # the workload failed: the run is incomplete
     warnings: list[str] = field(default_factory=list)  # worth saying, but measurements (a failed fetch)
@@ -32,14 +175,10 @@ class Collected:
         self.ping += other.ping
         self.ping_lost += other.ping_lost
         self.per_ping.update(other.per_ping)
-        self.responsiveness = other.responsiveness or self.responsiveness
+        self.responsiveness = other.responsiveness if other.responsiveness is not None else self.responsiveness
         self.fetch += other.fetch
         self.errors += other.errors
         self.warnings += other.warnings
-
-
-# A probed queue's numbers in summary.json (null where nothing was recorded).
-QUEUE_NUMBERS = ("mean_pkts", "max_pkts", "mean_bytes", "max_bytes", "drops")
 
 
 @dataclass
@@ -48,7 +187,7 @@ class QueueMeasure:
 
     source: str  # "datapath" (bloatlab-link's queue log) or "tc" (a kernel qdisc's counters)
     rows: list[tuple[float, str, int, int, int]] = field(default_factory=list)  # t_s, link, pkts, bytes, drops
-    summary: dict[str, Any] = field(default_factory=dict)
+    summary: QueueSummary = field(default_factory=QueueSummary.unmeasured)
 
 
 @dataclass(frozen=True)

@@ -22,13 +22,12 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any
 
 from bloatlab.errors import BloatlabError
 from bloatlab.experiment.clock import Clock
 from bloatlab.experiment.hosts import Hosts
 from bloatlab.experiment.parsers import IperfResult, parse_iperf3, parse_iperf3_intervals, parse_ping_replies, parse_ping_summary
-from bloatlab.experiment.record import Collected
+from bloatlab.experiment.record import BulkSummary, Collected, FlowSummary, IrttSummary, UdpSummary
 from bloatlab.experiment.responsiveness.workload import ResponsivenessTest
 from bloatlab.experiment.running import Running, last_line
 from bloatlab.specs import dscp
@@ -96,31 +95,29 @@ class IperfFlow(Running):
         lines = server.read_text(errors="replace").splitlines() if server.exists() else []
         got.throughput = [(t - self.clock.t0_mono, self.w.name, mbps)
                           for t, mbps in parse_iperf3_intervals(lines)]
-        # Who sent to whom comes from the spec: known even when the client's JSON never came.
-        flow: dict[str, Any] = {"kind": self.w.kind, "goodput_mbps": None, **self.identity()}
+        result: IperfResult | None = None
         try:
             result = parse_iperf3(text)
-            flow.update(self.flow_summary(result))
             cut_short = result.cut_short
         except BloatlabError as e:
             if not self.recovered:
                 got.errors.append(f"{self.w.name}: {e}")
             cut_short = self.recovered
+        goodput_mbps = result.receiver_bps / 1e6 if result is not None else None
         if cut_short:
             # The receiver's own figure is then its server's interval reports, not the 0 the
             # client prints; what only the receiver's totals say is unknown.
             rates = [mbps for *_, mbps in got.throughput]
-            flow.update({key: None for key in ("lost_percent", "jitter_ms") if key in flow},
-                        goodput_mbps=sum(rates) / len(rates) if rates else None)
+            goodput_mbps = sum(rates) / len(rates) if rates else None
             got.warnings.append(f"{self.w.name}: iperf3 stopped before its receiver's totals came back; its "
                                 f"goodput is the mean of the receiver's {len(rates)} interval reports")
-        got.flows[self.w.name] = flow
+        got.flows[self.w.name] = self.flow_summary(result, goodput_mbps, cut_short)
         return got
 
-    def identity(self) -> dict[str, Any]:
-        return {"src": self.w.src, "dst": self.w.dst, "dscp": dscp.name(self.w.dscp)}
-
-    def flow_summary(self, result: IperfResult) -> dict[str, Any]:
+    def flow_summary(self, result: IperfResult | None, goodput_mbps: float | None, cut_short: bool) -> FlowSummary:
+        """The flow's entry in summary.json. Who sent to whom comes from the spec, known even when
+        the client's JSON never came (`result` None: its figures are null); cut short, what only
+        the receiver's totals say is null."""
         raise NotImplementedError
 
 
@@ -133,12 +130,11 @@ class BulkFlow(IperfFlow):
             args += ["-w", str(self.w.buffer_bytes)]
         return args
 
-    def identity(self) -> dict[str, Any]:
-        return {**super().identity(), "cc": self.w.cc}
-
-    def flow_summary(self, result: IperfResult) -> dict[str, Any]:
-        return {"goodput_mbps": result.receiver_bps / 1e6, "sender_mbps": result.sender_bps / 1e6,
-                "retransmits": result.retransmits, "seconds": result.seconds}
+    def flow_summary(self, result: IperfResult | None, goodput_mbps: float | None, cut_short: bool) -> FlowSummary:
+        return BulkSummary(goodput_mbps=goodput_mbps, src=self.w.src, dst=self.w.dst, dscp=dscp.name(self.w.dscp),
+                           cc=self.w.cc, sender_mbps=result.sender_bps / 1e6 if result is not None else None,
+                           retransmits=result.retransmits if result is not None else None,
+                           seconds=result.seconds if result is not None else None)
 
 
 class UdpFlow(IperfFlow):
@@ -147,9 +143,13 @@ class UdpFlow(IperfFlow):
     def client_args(self) -> list[str]:
         return ["-u", "-b", str(self.w.rate_bps), *(["--dscp", str(self.w.dscp)] if self.w.dscp else [])]
 
-    def flow_summary(self, result: IperfResult) -> dict[str, Any]:
-        return {"goodput_mbps": result.receiver_bps / 1e6, "sender_mbps": result.sender_bps / 1e6,
-                "lost_percent": result.lost_percent, "jitter_ms": result.jitter_ms, "seconds": result.seconds}
+    def flow_summary(self, result: IperfResult | None, goodput_mbps: float | None, cut_short: bool) -> FlowSummary:
+        receiver = result if result is not None and not cut_short else None  # its totals, as the receiver saw them
+        return UdpSummary(goodput_mbps=goodput_mbps, src=self.w.src, dst=self.w.dst, dscp=dscp.name(self.w.dscp),
+                          sender_mbps=result.sender_bps / 1e6 if result is not None else None,
+                          lost_percent=receiver.lost_percent if receiver is not None else None,
+                          jitter_ms=receiver.jitter_ms if receiver is not None else None,
+                          seconds=result.seconds if result is not None else None)
 
 
 class PingFlow(Running):
@@ -226,12 +226,11 @@ class IrttProbe(Running):
         got.ping_lost = int(stats.get("packets_sent", 0)) - int(stats.get("packets_received", 0))
         got.per_ping[self.w.name] = ([rtt for *_, rtt in got.ping], got.ping_lost)
         ipdv = stats.get("ipdv_round_trip") or {}
-        got.flows[self.w.name] = {
-            "kind": "irtt", "src": self.w.src, "dst": self.w.dst, "dscp": dscp.name(self.w.dscp),
-            "sent": stats.get("packets_sent"), "received": stats.get("packets_received"),
-            "loss_up_percent": stats.get("upstream_loss_percent"),
-            "loss_down_percent": stats.get("downstream_loss_percent"),
-            "jitter_ms": ipdv["mean"] / 1e6 if "mean" in ipdv else None}
+        got.flows[self.w.name] = IrttSummary(
+            src=self.w.src, dst=self.w.dst, dscp=dscp.name(self.w.dscp), sent=stats.get("packets_sent"),
+            received=stats.get("packets_received"), loss_up_percent=stats.get("upstream_loss_percent"),
+            loss_down_percent=stats.get("downstream_loss_percent"),
+            jitter_ms=ipdv["mean"] / 1e6 if "mean" in ipdv else None)
         return got
 
 

@@ -26,12 +26,13 @@ import tarfile
 import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from bloatlab.errors import BloatlabError, MachineError
 from bloatlab.lab.executors import Done, Executor, Job, RunOne, RunResult, Tick
+from bloatlab.results.summary import RunSummary
 from bloatlab.version import __version__
 
 RESOURCE = "bloatlab_testbed"
@@ -155,7 +156,10 @@ def _run_here(run_one: RunOne, values: dict[str, Any], rep: int) -> dict[str, An
         signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
         signal.signal(signal.SIGINT, sigint)
         os.setpriority(os.PRIO_PROCESS, 0, niceness)
-    return {"result": asdict(result), "archive": archive.getvalue(), "node": node_facts()}
+    # The summary travels as its JSON, as it goes to summary.json (a cluster runs experiments).
+    summary = result.summary.to_dict() if result.summary is not None else None
+    return {"result": {**asdict(replace(result, summary=None)), "summary": summary}, "archive": archive.getvalue(),
+            "node": node_facts()}
 
 
 # The nodes ------------------------------------------------------------------------------
@@ -321,7 +325,7 @@ class ClusterExecutor(Executor):
                         pending.appendleft((a.index, a.job))
                     else:
                         reason = "; ".join(f"{t['node']}: {t['reason']}" for t in attempts)
-                        yield Done(a.job, RunResult(False, {}, f"failed on the cluster after {len(attempts)} "
+                        yield Done(a.job, RunResult(False, None, f"failed on the cluster after {len(attempts)} "
                                                     f"attempt(s): {reason}"), now - a.started,
                                    node=a.node.name, attempts=attempts)
                 if not self.nodes and pending:
@@ -370,7 +374,7 @@ class ClusterExecutor(Executor):
             if a.stopping_since is not None:
                 return None, f"did not end within {self.run_timeout_s:g} s"
             cause = e.cause if isinstance(getattr(e, "cause", None), BaseException) else e
-            return Done(a.job, RunResult(False, {}, f"failed on {a.node.name}: {_first_line(e)}"), seconds,
+            return Done(a.job, RunResult(False, None, f"failed on {a.node.name}: {_first_line(e)}"), seconds,
                         cause, node=a.node.name, attempts=tried.get(a.job.run_dir, [])), None
         except (rx.WorkerCrashedError, rx.NodeDiedError, rx.LocalRayletDiedError) as e:
             return None, "its worker died" if isinstance(e, rx.WorkerCrashedError) else "its node died"
@@ -378,7 +382,8 @@ class ClusterExecutor(Executor):
             return None, f"Ray: {_first_line(e)}"
         if a.stopping_since is not None:  # it stopped as told, incomplete: its time ran out
             return None, f"did not end within {self.run_timeout_s:g} s"
-        result = RunResult(**got["result"])
+        summary = got["result"]["summary"]
+        result = RunResult(**{**got["result"], "summary": RunSummary.from_json(summary) if summary is not None else None})
         attempts = tried.get(a.job.run_dir, [])
         try:
             unpack(got["archive"], a.job.run_dir)

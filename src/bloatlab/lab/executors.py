@@ -19,9 +19,12 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from bloatlab.errors import SpecError
+
+if TYPE_CHECKING:
+    from bloatlab.results.summary import Summary
 
 Tick = Callable[[float], None]  # told the seconds into a run, for a progress display
 
@@ -29,7 +32,7 @@ Tick = Callable[[float], None]  # told the seconds into a run, for a progress di
 @dataclass
 class RunResult:
     complete: bool
-    summary: dict[str, Any]
+    summary: Summary | None  # None: the run wrote none
     reason: str | None = None  # why the run is not complete
     warnings: list[str] = field(default_factory=list)
     stop: bool = False  # a stop signal came, maybe only after the run had measured everything
@@ -85,9 +88,9 @@ class LocalExecutor(Executor):
             try:
                 result = run_one(dict(job.values), job.rep, job.run_dir, tick)
             except KeyboardInterrupt:
-                result = RunResult(False, {}, "interrupted")
+                result = RunResult(False, None, "interrupted")
             except BaseException as e:  # recorded; the sweep stops and reports what it has
-                result, error = RunResult(False, {}, f"failed: {e}"), e
+                result, error = RunResult(False, None, f"failed: {e}"), e
             yield Done(job, result, time.monotonic() - started, error)
 
 
@@ -107,7 +110,7 @@ class ParallelExecutor(Executor):
                 return Done(job, run_one(dict(job.values), job.rep, job.run_dir, tick_for(i, job)),
                             time.monotonic() - started)
             except BaseException as e:
-                return Done(job, RunResult(False, {}, f"failed: {e}"), time.monotonic() - started, e)
+                return Done(job, RunResult(False, None, f"failed: {e}"), time.monotonic() - started, e)
 
         pool = ThreadPoolExecutor(self.workers, thread_name_prefix="run")
         futures = [pool.submit(one, i, job) for i, job in enumerate(jobs, 1)]

@@ -13,6 +13,7 @@ import json
 import shutil
 import sys
 import time
+from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable
@@ -25,10 +26,11 @@ from bloatlab.lab.sweep import Axis, SweepOutcome, check_out, run_sweep
 from bloatlab.nic import journal as journals
 from bloatlab.nic import knobs
 from bloatlab.nic.knobs import Iface
-from bloatlab.nic.measure import GRACE_S, Target, ping_outcome, preflight, run_iperf3, start_ping, stop, tcp_summary, throughput_rows, udp_summary
+from bloatlab.nic.measure import GRACE_S, Target, ping_outcome, preflight, run_iperf3, start_ping, stop, throughput_rows
 from bloatlab.nic.plan import KNOB_LABELS, NicPlan
 from bloatlab.results.files import RunDir
 from bloatlab.results.reader import load_sweep
+from bloatlab.results.summary import NicPing, NicSummary, NicTcp, NicUdp, Summary
 from bloatlab.testbed.machine import machine, tool_versions
 from bloatlab.version import __version__
 
@@ -144,7 +146,7 @@ class NicSweep:
             "complete": False, "incomplete_reason": "running", "machine": machine(), "tools": self.tools,
         }
         run.write_json("run.json", doc)  # a killed run leaves an incomplete run.json, not none
-        summary: dict[str, Any] = {"complete": False}
+        summary = NicSummary(complete=False)
         notes: list[str] = []
         try:
             doc["settings_applied"], notes = self.apply(settings)
@@ -158,9 +160,9 @@ class NicSweep:
         except BloatlabError as e:
             reason, warnings = str(e), []
         complete = reason is None
-        summary["complete"] = complete
+        summary = replace(summary, complete=complete)
         doc.update(complete=complete, incomplete_reason=reason, ended_at=_now())
-        run.write_json("summary.json", summary)
+        run.write_json("summary.json", summary.to_dict())
         run.write_json("run.json", doc)
         try:  # each run has its report, as an emulated run does
             from bloatlab.analysis.report import write_report
@@ -174,9 +176,12 @@ class NicSweep:
         return RunResult(complete, summary, reason, fresh + warnings)
 
     def _measure(self, run: RunDir, doc: dict[str, Any], tick: Callable[[float], None] | None = None
-                 ) -> tuple[dict[str, Any], str | None, list[str]]:
+                 ) -> tuple[NicSummary, str | None, list[str]]:
         plan = self.plan
-        summary: dict[str, Any] = {"complete": False}
+        # Each test's figures: null ones where it failed.
+        tcp: NicTcp | None = None
+        udp: NicUdp | None = None
+        ping_figures: NicPing | None = None
         throughput: list[tuple[float, str, float]] = []
         failures: list[str] = []
         sides: dict[str, str] = {}
@@ -188,10 +193,10 @@ class NicSweep:
             for test in plan.tests:
                 offset = time.monotonic() - t0_mono
                 raw = run.raw / f"{test}.json"
-                empty = {"tcp": dict.fromkeys(("sender_mbps", "receiver_mbps", "retransmits", "cwnd_kb_mean",
-                                               "cwnd_kb_max", "rtt_ms_mean", "rtt_ms_max")),
-                         "udp": dict.fromkeys(("sender_mbps", "receiver_mbps", "jitter_ms", "lost_percent"))}[test]
-                summary[test] = empty
+                if test == "tcp":
+                    tcp = NicTcp.unmeasured()
+                else:
+                    udp = NicUdp.unmeasured()
                 try:
                     result = run_iperf3(self.target, plan.duration_s, raw,
                                         plan.udp_rate_bps if test == "udp" else None,
@@ -200,7 +205,10 @@ class NicSweep:
                     failures.append(f"{test}: {e}")
                     continue
                 iperf = json.loads(raw.read_text())
-                summary[test] = tcp_summary(result, iperf) if test == "tcp" else udp_summary(result)
+                if test == "tcp":
+                    tcp = NicTcp.of(result, iperf)
+                else:
+                    udp = NicUdp.of(result)
                 rows, sides[test] = throughput_rows(iperf, test, offset)
                 throughput += rows
         finally:
@@ -210,18 +218,17 @@ class NicSweep:
         if ping is not None:
             try:
                 got = ping_outcome((run.raw / "ping.txt").read_text(errors="replace"), t0_real)
-                summary["ping"] = got.summary
+                ping_figures = NicPing.of(got.stated, got.rtts, got.lost)
                 run.write_series("ping", got.rows)
                 if not got.rows:
                     failures.append(f"ping: no reply from {plan.server}")
             except BloatlabError as e:
-                summary["ping"] = dict.fromkeys(("min_ms", "avg_ms", "max_ms", "mdev_ms", "median_ms", "count",
-                                                 "lost"))
+                ping_figures = NicPing.unmeasured()
                 failures.append(f"ping: {e}")
         run.write_series("throughput", throughput)
         warnings = [f"{test}: the server sent no report, so series/throughput.csv has the sender's intervals"
                     for test, side in sides.items() if side == "sender"]
-        return summary, "; ".join(failures) or None, warnings
+        return NicSummary(complete=False, tcp=tcp, udp=udp, ping=ping_figures), "; ".join(failures) or None, warnings
 
     # After ----------------------------------------------------------------------------------
 
@@ -278,18 +285,20 @@ def _ethtool_version() -> str | None:
 
 # Running a whole sweep ----------------------------------------------------------------------
 
-def headline(summary: dict[str, Any]) -> str:
+def headline(summary: Summary | None) -> str:
     """A run's result in a line."""
     num = show_number
     parts = []
-    if tcp := summary.get("tcp"):
-        parts.append(f"TCP {num(tcp.get('receiver_mbps'), '.1f')} Mbit/s, {num(tcp.get('retransmits'), 'd')} retr, "
-                     f"cwnd {num(tcp.get('cwnd_kb_mean'), '.0f')} KB")
-    if udp := summary.get("udp"):
-        parts.append(f"UDP {num(udp.get('receiver_mbps'), '.1f')} of {num(udp.get('sender_mbps'), '.1f')} Mbit/s, "
-                     f"{num(udp.get('lost_percent'), '.1f')}% lost")
-    if ping := summary.get("ping"):
-        parts.append("ping " + "/".join(num(ping.get(k), ".2f") for k in ("min_ms", "avg_ms", "max_ms", "mdev_ms"))
+    if not isinstance(summary, NicSummary):
+        return ""
+    if (tcp := summary.tcp) is not None:
+        parts.append(f"TCP {num(tcp.receiver_mbps, '.1f')} Mbit/s, {num(tcp.retransmits, 'd')} retr, "
+                     f"cwnd {num(tcp.cwnd_kb_mean, '.0f')} KB")
+    if (udp := summary.udp) is not None:
+        parts.append(f"UDP {num(udp.receiver_mbps, '.1f')} of {num(udp.sender_mbps, '.1f')} Mbit/s, "
+                     f"{num(udp.lost_percent, '.1f')}% lost")
+    if (ping := summary.ping) is not None:
+        parts.append("ping " + "/".join(num(v, ".2f") for v in (ping.min_ms, ping.avg_ms, ping.max_ms, ping.mdev_ms))
                      + " ms")
     return "; ".join(parts)
 

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from bloatlab.experiment.record import RunRecord
     from bloatlab.results.files import RunDir
+    from bloatlab.results.summary import RunSummary
     from bloatlab.specs.model import Experiment
 
 # What write_outcome uses: imported ahead by a run that has time to spare (preload_writers).
@@ -37,7 +38,7 @@ def preload_writers() -> None:
 @dataclass
 class Outcome:
     run_dir: Path
-    summary: dict[str, Any]
+    summary: RunSummary
     complete: bool
     reason: str | None = None  # why it is incomplete
     warnings: list[str] = field(default_factory=list)
@@ -48,7 +49,7 @@ class Outcome:
     def to_dict(self) -> dict[str, Any]:
         """What `bloatlab run --json` prints: where everything is, and the summary."""
         return {"kind": "run", "run_dir": str(self.run_dir), "complete": self.complete, "reason": self.reason,
-                "interrupted": self.interrupted, "summary": self.summary, "warnings": self.warnings,
+                "interrupted": self.interrupted, "summary": self.summary.to_dict(), "warnings": self.warnings,
                 "plots": [str(p) for p in self.plots], "report": str(self.report) if self.report else None}
 
 

@@ -26,6 +26,7 @@ from bloatlab.lab.executors import Executor, Job, LocalExecutor, RunOne, Tick
 from bloatlab.lab.outcome import now
 from bloatlab.progress import Progress
 from bloatlab.results.reader import SWEEP_FORMAT, read_summary, read_sweep_document
+from bloatlab.results.summary import Summary
 from bloatlab.testbed.machine import machine
 
 NO_AXES_LABEL = "all"
@@ -167,7 +168,7 @@ def _prepare(out: Path, fresh: dict[str, Any], resume: bool) -> dict[str, Any]:
     for point in old["points"]:
         for r in point["runs"]:
             run_dir = out / r["dir"]
-            if r["status"] == "complete" and read_summary(run_dir) is not None:
+            if r["status"] == "complete" and read_summary(run_dir, old.get("kind")) is not None:
                 continue
             if run_dir.exists():
                 shutil.rmtree(run_dir)
@@ -181,7 +182,7 @@ def _prepare(out: Path, fresh: dict[str, Any], resume: bool) -> dict[str, Any]:
 # Running --------------------------------------------------------------------------------
 
 def run_sweep(out: Path, *, kind: str, name: str, source: str, axes: list[Axis], repeat: int,
-              fixed: dict[str, str], run_one: RunOne, estimate_s: float, headline: Callable[[dict[str, Any]], str],
+              fixed: dict[str, str], run_one: RunOne, estimate_s: float, headline: Callable[[Summary | None], str],
               finish: Callable[[Path, dict[str, Any], SweepOutcome], None] | None = None,
               executor: Executor | None = None, resume: bool = False, progress: bool = True,
               command: list[str] | None = None, fingerprint: str | None = None,

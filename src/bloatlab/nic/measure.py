@@ -10,7 +10,6 @@ from __future__ import annotations
 import ctypes
 import json
 import signal
-import statistics
 import subprocess
 import time
 from dataclasses import dataclass, field
@@ -19,7 +18,8 @@ from typing import Any, Callable
 
 from bloatlab import interrupts, proc
 from bloatlab.errors import BloatlabError
-from bloatlab.experiment.parsers import IperfResult, parse_iperf3, parse_iperf3_text_report, parse_ping_replies, parse_ping_summary
+from bloatlab.experiment.parsers import (IperfResult, PingSummary, parse_iperf3, parse_iperf3_text_report,
+                                        parse_ping_replies, parse_ping_summary)
 
 CLIENT_INTERVAL_S = 0.1  # iperf3's reporting interval on our side: cwnd and RTT samples
 CONNECT_TIMEOUT_MS = 3000
@@ -130,27 +130,8 @@ def start_ping(target: Target, interval_s: float, out: Path, deadline_s: float) 
         return proc.spawn(argv, ns=target.netns, stdout=f, stderr=subprocess.STDOUT, preexec_fn=_die_with_parent)
 
 
-# Summaries and series -----------------------------------------------------------------------
-
-def _mean(values: list[float]) -> float | None:
-    return statistics.fmean(values) if values else None
-
-
-def tcp_summary(result: IperfResult, doc: dict[str, Any]) -> dict[str, Any]:
-    """Sender and receiver throughput, retransmits, and the sender's cwnd and RTT averaged over
-    iperf3's intervals (one sample each, from TCP_INFO)."""
-    streams = [s for i in doc.get("intervals", []) for s in i.get("streams", [])[:1] if not s.get("omitted")]
-    cwnd = [s["snd_cwnd"] / 1000 for s in streams if s.get("snd_cwnd") is not None]
-    rtt = [s["rtt"] / 1000 for s in streams if s.get("rtt")]
-    return {"sender_mbps": result.sender_bps / 1e6, "receiver_mbps": result.receiver_bps / 1e6,
-            "retransmits": result.retransmits, "cwnd_kb_mean": _mean(cwnd), "cwnd_kb_max": max(cwnd, default=None),
-            "rtt_ms_mean": _mean(rtt), "rtt_ms_max": max(rtt, default=None)}
-
-
-def udp_summary(result: IperfResult) -> dict[str, Any]:
-    return {"sender_mbps": result.sender_bps / 1e6, "receiver_mbps": result.receiver_bps / 1e6,
-            "jitter_ms": result.jitter_ms, "lost_percent": result.lost_percent}
-
+# Series, and ping's figures (the summary's records, results/summary.py's NicTcp, NicUdp and
+# NicPing, are made of iperf3's result and these) -------------------------------------------
 
 def throughput_rows(doc: dict[str, Any], flow: str, offset_s: float) -> tuple[list[tuple[float, str, float]], str]:
     """(t_s, flow, mbps) per interval, the receiver's where the server sent its report, else the
@@ -170,17 +151,16 @@ def throughput_rows(doc: dict[str, Any], flow: str, offset_s: float) -> tuple[li
 
 @dataclass
 class PingOutcome:
-    summary: dict[str, Any]
+    stated: PingSummary  # what ping printed as it ended
+    rtts: list[float]  # every reply's, ms
+    lost: int  # requests that had no reply
     rows: list[tuple[float, str, float]] = field(default_factory=list)  # t_s, probe ("ping"), rtt_ms
 
 
 def ping_outcome(text: str, t0_real: float) -> PingOutcome:
     replies = parse_ping_replies(text)
-    summary = parse_ping_summary(text)
-    rtts = [r.rtt_ms for r in replies]
+    stated = parse_ping_summary(text)
     # The request sent just before SIGINT may still be on its way: not lost.
-    lost = max(0, summary.transmitted - summary.received - 1)
-    return PingOutcome(
-        {"min_ms": summary.min_ms, "avg_ms": summary.avg_ms, "max_ms": summary.max_ms, "mdev_ms": summary.mdev_ms,
-         "median_ms": statistics.median(rtts) if rtts else None, "count": len(rtts), "lost": lost},
-        [(r.t_s - t0_real, "ping", r.rtt_ms) for r in replies if r.t_s is not None])
+    lost = max(0, stated.transmitted - stated.received - 1)
+    return PingOutcome(stated, [r.rtt_ms for r in replies], lost,
+                       [(r.t_s - t0_real, "ping", r.rtt_ms) for r in replies if r.t_s is not None])

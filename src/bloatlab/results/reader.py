@@ -5,7 +5,7 @@ Flent reads every data file through its ResultSet:
 
     import bloatlab
     run = bloatlab.load_run("results/cs244-maxq100-20261121-101500")
-    run.summary["rtt_ms"]["median"]         # summary.json
+    run.summary.rtt_ms.median               # summary.json, as its record (run.summary.to_dict(): the JSON)
     run.ping                                # DataFrame: t_s, probe, rtt_ms
     run.cwnd[run.cwnd.flow == "bulk"]        # t_s, flow, cwnd_pkts, ssthresh_pkts, srtt_ms
     sweep = bloatlab.load_sweep("results/qlen")
@@ -32,6 +32,7 @@ import pandas as pd
 from bloatlab import proc
 from bloatlab.errors import BloatlabError
 from bloatlab.results.files import SERIES_COLUMNS, SERIES_KEYS
+from bloatlab.results.summary import Summary, summary_from_json
 
 # Summary leaves that describe the run rather than measure it.
 NOT_METRICS = {"complete", "duration_s"}
@@ -47,10 +48,10 @@ def dig(value: Any, *keys: str) -> Any:
     return value
 
 
-def flatten(summary: dict[str, Any], prefix: str = "") -> dict[str, float]:
-    """Every numeric leaf (not a boolean) of a summary, named by its dotted path."""
+def flatten(doc: dict[str, Any], prefix: str = "") -> dict[str, float]:
+    """Every numeric leaf (not a boolean) of a summary's JSON (its to_dict), named by its dotted path."""
     out: dict[str, float] = {}
-    for key, value in summary.items():
+    for key, value in doc.items():
         name = f"{prefix}{key}"
         if isinstance(value, dict):
             out.update(flatten(value, f"{name}."))
@@ -64,13 +65,19 @@ def _read_json(path: Path) -> Any:
     return json.loads(path.read_text())
 
 
-def read_summary(run_dir: Path) -> dict[str, Any] | None:
-    """summary.json as a dict; None when it is missing or damaged."""
+def read_summary(run_dir: Path, kind: str | None = None) -> Summary | None:
+    """summary.json as its record, a nic run's (run.json's and sweep.json's kind "nic") or any
+    other run's; None when it is missing or damaged."""
     try:
-        summary = _read_json(Path(run_dir) / "summary.json")
+        doc = _read_json(Path(run_dir) / "summary.json")
     except (OSError, ValueError):
         return None
-    return summary if isinstance(summary, dict) else None
+    if not isinstance(doc, dict):
+        return None
+    try:
+        return summary_from_json(doc, kind)
+    except (AttributeError, TypeError, ValueError):  # a section that is not what summary.json holds there
+        return None
 
 
 # Series ------------------------------------------------------------------------------------
@@ -219,10 +226,10 @@ def read_cells(run_dir: Path, name: str, columns: tuple[str, ...] | None = None)
 class Run:
     """A run's directory: run.json (meta), summary.json and its series."""
 
-    def __init__(self, path: Path, meta: dict[str, Any], summary: dict[str, Any]):
+    def __init__(self, path: Path, meta: dict[str, Any], summary: Summary | None):
         self.path = Path(path)
         self.meta = meta
-        self.summary = summary  # {} when it is absent
+        self.summary = summary  # None when summary.json is missing or damaged
         self._series: dict[tuple[str, tuple[str, ...] | None], Series] = {}
 
     def __repr__(self) -> str:
@@ -288,7 +295,7 @@ class Run:
 
     def metrics(self) -> dict[str, float]:
         """Every number of summary.json, by dotted name ("rtt_ms.median")."""
-        return flatten(self.summary)
+        return flatten(self.summary.to_dict()) if self.summary is not None else {}
 
     # What it measured ----------------------------------------------------------------------
 
@@ -350,7 +357,7 @@ def load_run(path: str | Path) -> Run:
         raise BloatlabError(f"{meta_path} is unreadable: {error}", field="DIR") from None
     if not isinstance(meta, dict):
         raise BloatlabError(f"{meta_path} is not a JSON object", field="DIR")
-    return Run(run_dir, meta, read_summary(run_dir) or {})
+    return Run(run_dir, meta, read_summary(run_dir, meta.get("kind")))
 
 
 # A sweep -----------------------------------------------------------------------------------

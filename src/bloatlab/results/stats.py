@@ -111,10 +111,3 @@ def grade(increase_ms: float | None) -> str | None:
     if increase_ms is None or not math.isfinite(increase_ms):
         return None
     return next((letter for bound, letter in GRADES if increase_ms < bound), "F")
-
-
-def bufferbloat(idle_ms: float | None, loaded_ms: float | None) -> dict[str, float | str | None]:
-    """summary.json's "bufferbloat": idle and loaded latency, the increase and its grade."""
-    increase = loaded_ms - idle_ms if idle_ms is not None and loaded_ms is not None else None
-    return {"idle_ms": idle_ms, "loaded_ms": loaded_ms, "increase_ms": increase, "grade": grade(increase),
-            "convention": GRADE_CONVENTION}

@@ -6,9 +6,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from bloatlab.experiment.record import QUEUE_NUMBERS, RunRecord, SimulatedDirection
+from bloatlab.experiment.record import BulkSummary, QueueSummary, RunRecord, SimulatedDirection, UdpSummary
 from bloatlab.results.files import RunDir
-from bloatlab.results.stats import FETCH_STATS, RTT_STATS, bufferbloat, describe
+from bloatlab.results.stats import describe
+from bloatlab.results.summary import (Bufferbloat, CaptureFileSummary, CaptureSummary, CpuShare, FetchStats, RttStats,
+                                      RunSummary, TinSummary)
 from bloatlab.specs import dscp
 from bloatlab.specs.model import Experiment
 from bloatlab.testbed.datapath_stats import DatapathFigures, DirectionStats, TimerOvershoot
@@ -17,77 +19,56 @@ from bloatlab.testbed.links.base import capture_file
 from bloatlab.version import __version__
 
 
-def summary(record: RunRecord) -> dict[str, Any]:
+def summary(record: RunRecord) -> RunSummary:
     """summary.json: the headline numbers, statistics over the samples."""
     collected = record.collected
-    rtts = [rtt for *_, rtt in collected.ping]
     fetches = [s for _, s, _, ok in collected.fetch if ok]
-    rtt = describe(rtts, RTT_STATS)
-    rtt["lost"] = collected.ping_lost
-    fetch = describe(fetches, FETCH_STATS)
-    fetch["failed"] = sum(1 for *_, ok in collected.fetch if not ok)
     # Every probed direction, with null numbers where nothing was measured (a run cut short early).
-    queue = {name: record.queues[name].summary if name in record.queues else dict.fromkeys(QUEUE_NUMBERS)
+    queue = {name: record.queues[name].summary if name in record.queues else QueueSummary.unmeasured()
              for name in record.experiment.probes.queue}
-    doc = {"complete": record.complete, "duration_s": record.duration_s, "flows": collected.flows,
-           "rtt_ms": rtt, "fetch_s": fetch, "queue": queue}
+    pings = None
     if len(collected.per_ping) > 1:  # RTT per probe, or under each phase of load (txqueuelen)
-        doc["pings"] = {name: {**describe(rtts, RTT_STATS), "lost": lost}
-                        for name, (rtts, lost) in collected.per_ping.items()}
+        pings = {name: RttStats.of(rtts, lost) for name, (rtts, lost) in collected.per_ping.items()}
     totals: dict[str, float] = {}  # goodput per pair of hosts, where several flows share it (RRUL's totals)
     for flow in collected.flows.values():
-        if flow.get("kind") in LOADS and flow.get("goodput_mbps") is not None:
-            pair = f"{flow['src']}->{flow['dst']}"
-            totals[pair] = totals.get(pair, 0.0) + flow["goodput_mbps"]
-    if len(collected.flows) > 1 and totals:
-        doc["totals_mbps"] = totals
-    if collected.responsiveness is not None:
-        doc["responsiveness"] = collected.responsiveness
-    if (latency := idle_and_loaded(record)) is not None:
-        doc["bufferbloat"] = bufferbloat(*latency)
-    if record.experiment.probes.pcap:
-        doc["pcap"] = captures(record)
-    if (late := lateness(record.datapath_stats, record.timer, record.datapath)) is not None:
-        doc["lateness"] = late
-    if record.cpu_pressure is not None:  # how short of CPU the machine was while the run played
-        doc["cpu"] = {"pressure": record.cpu_pressure, "links_batching": record.links_batching}
-    if tins := tins_of(record.datapath_stats):
-        doc["tins"] = tins
-    return doc
+        if isinstance(flow, (BulkSummary, UdpSummary)) and flow.goodput_mbps is not None:
+            pair = f"{flow.src}->{flow.dst}"
+            totals[pair] = totals.get(pair, 0.0) + flow.goodput_mbps
+    latency = idle_and_loaded(record)
+    return RunSummary(
+        complete=record.complete, duration_s=record.duration_s, flows=dict(collected.flows),
+        rtt_ms=RttStats.of([rtt for *_, rtt in collected.ping], collected.ping_lost),
+        fetch_s=FetchStats.of(fetches, sum(1 for *_, ok in collected.fetch if not ok)), queue=queue, pings=pings,
+        totals_mbps=totals if len(collected.flows) > 1 and totals else None,
+        responsiveness=collected.responsiveness,
+        bufferbloat=Bufferbloat.of(*latency) if latency is not None else None,
+        pcap=captures(record) if record.experiment.probes.pcap else None,
+        lateness=lateness(record.datapath_stats, record.timer, record.datapath),
+        # How short of CPU the machine was while the run played.
+        cpu=CpuShare(record.cpu_pressure, record.links_batching) if record.cpu_pressure is not None else None,
+        tins=tins_of(record.datapath_stats) or None)
 
 
-def tins_of(datapath_stats: dict[str, DirectionStats]) -> dict[str, dict[str, dict[str, Any]]]:
+def tins_of(datapath_stats: dict[str, DirectionStats]) -> dict[str, dict[str, TinSummary]]:
     """Per direction with classes (CAKE's tins), each tin by name: what tc -s shows of it, delays
     in ms and the threshold in Mbit/s."""
-    out = {}
-    for direction, stats in datapath_stats.items():
-        out[direction] = {
-            t.name: {"threshold_mbps": t.threshold_bps / 1e6, "target_ms": t.target_us / 1e3,
-                     "interval_ms": t.interval_us / 1e3, "packets": t.packets, "bytes": t.bytes,
-                     "backlog_bytes": t.backlog_bytes, "drops": t.drops, "ack_drops": t.ack_drops, "marks": t.marks,
-                     "avg_delay_ms": t.avg_delay_us / 1e3, "peak_delay_ms": t.peak_delay_us / 1e3,
-                     "base_delay_ms": t.base_delay_us / 1e3, "sparse_flows": t.sparse_flows,
-                     "bulk_flows": t.bulk_flows, "unresponsive_flows": t.unresponsive_flows,
-                     "way_indirect_hits": t.way_indirect_hits, "way_misses": t.way_misses,
-                     "way_collisions": t.way_collisions}
-            for t in stats.tins or ()}
+    out = {direction: {t.name: TinSummary.of(t) for t in stats.tins or ()}
+           for direction, stats in datapath_stats.items()}
     return {d: t for d, t in out.items() if t}
 
 
-def captures(record: RunRecord) -> dict[str, Any]:
+def captures(record: RunRecord) -> dict[str, CaptureSummary]:
     """Each captured direction's two files (relative to the run) and what the datapath wrote to
     them: packets, those past the size limit (cut) and those the disk was too slow for (lost)."""
     out = {}
     for direction in record.experiment.probes.pcap:
         stats = record.datapath_stats.get(direction)
         capture = stats.capture if stats is not None else None
-        files = (("departures", capture.departures if capture is not None else None),
-                 ("drops", capture.drops if capture is not None else None))
-        out[direction] = {
-            what: {"file": f"pcap/{capture_file(direction, drops=what == 'drops')}",
-                   "packets": f.written if f is not None else None, "cut": f.cut if f is not None else None,
-                   "lost": f.lost if f is not None else None, "bytes": f.bytes if f is not None else None}
-            for what, f in files}
+        out[direction] = CaptureSummary(
+            CaptureFileSummary.of(f"pcap/{capture_file(direction, drops=False)}",
+                                  capture.departures if capture is not None else None),
+            CaptureFileSummary.of(f"pcap/{capture_file(direction, drops=True)}",
+                                  capture.drops if capture is not None else None))
     return out
 
 
@@ -104,8 +85,7 @@ def idle_and_loaded(record: RunRecord) -> tuple[float | None, float | None] | No
     collected = record.collected
     test = collected.responsiveness
     if test is not None:
-        rpm = test.get("rpm")
-        return test.get("idle_latency_ms"), (60000 / rpm if rpm else None)
+        return test.idle_latency_ms, (60000 / test.rpm if test.rpm else None)
     loads = [w for w in record.experiment.workloads if w.kind in LOADS]
     if not loads or not collected.ping:
         return None
@@ -192,7 +172,7 @@ def record_from_document(doc: dict[str, Any]) -> RunRecord:
         snapshots=doc.get("snapshots") or {}, machine=doc.get("machine") or {}, tools=doc.get("tools") or {})
 
 
-def write_run(run_dir: RunDir, record: RunRecord) -> dict[str, Any]:
+def write_run(run_dir: RunDir, record: RunRecord) -> RunSummary:
     """Every series, then summary.json, then run.json (last: its `complete` vouches for the
     rest); returns the summary."""
     collected = record.collected
@@ -201,7 +181,7 @@ def write_run(run_dir: RunDir, record: RunRecord) -> dict[str, Any]:
     run_dir.write_series("throughput", sorted(collected.throughput, key=lambda r: (r[1], r[0])))
     run_dir.write_series("cwnd", record.cwnd)
     run_dir.write_series("queue", [row for q in record.queues.values() for row in q.rows])
-    doc = summary(record)
-    run_dir.write_json("summary.json", doc)
+    written = summary(record)
+    run_dir.write_json("summary.json", written.to_dict())
     run_dir.write_json("run.json", run_document(record))
-    return doc
+    return written

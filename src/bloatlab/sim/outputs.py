@@ -8,10 +8,9 @@ from __future__ import annotations
 
 import csv
 from pathlib import Path
-from typing import Any
 
 from bloatlab.experiment.probes.queue import from_qlog
-from bloatlab.experiment.record import Collected, QueueMeasure, RunRecord, SimulatedDirection
+from bloatlab.experiment.record import BulkSummary, Collected, QueueMeasure, RunRecord, SimulatedDirection
 from bloatlab.specs import dscp
 from bloatlab.specs.model import Bulk, Ping
 
@@ -66,12 +65,11 @@ def collect(out: Path, record: RunRecord) -> None:
                               for name, row in _table(out / "directions.csv").items()}
 
 
-def bulk_summary(w: Bulk, f: dict[str, str]) -> dict[str, Any]:
+def bulk_summary(w: Bulk, f: dict[str, str]) -> BulkSummary:
     """A bulk flow's summary.json entry, as iperf3's would be: goodput over the flow's window."""
     received = int(f.get("bytes_received", 0) or 0)
     sent = int(f.get("bytes_sent", 0) or 0)
     window = w.window_s
-    return {"kind": "bulk", "goodput_mbps": received * 8 / window / 1e6 if f else None,
-            "sender_mbps": sent * 8 / window / 1e6 if f else None,
-            "retransmits": int(f["retransmits"]) if f else None, "seconds": window, "cc": w.cc,
-            "src": w.src, "dst": w.dst, "dscp": dscp.name(w.dscp)}
+    return BulkSummary(goodput_mbps=received * 8 / window / 1e6 if f else None, src=w.src, dst=w.dst,
+                       dscp=dscp.name(w.dscp), cc=w.cc, sender_mbps=sent * 8 / window / 1e6 if f else None,
+                       retransmits=int(f["retransmits"]) if f else None, seconds=window)

@@ -338,6 +338,35 @@ class TimerOvershoot(_Plain):
     rt_priority: int | None  # the real-time priority it slept at; None: asked for none, or refused
 
 
+@dataclass(frozen=True)
+class LatenessVerdict:
+    """What these stats say of a run's punctuality (diagnostics.lateness), as summary.json's
+    "lateness" holds it, in us: the userspace direction whose departures were latest at p99 (its
+    p99 and max), beside what the machine allows (the sentinel's p99 wake-up lateness
+    under the run's load, per sleep and at a random moment, and its sleeps' length; or the idle
+    timer's p99 at the start; plus TIMER_ALLOWANCE_US), whether it stayed within, and what it
+    added beyond. Null where there was no figure to judge by; a key an older version did not
+    write is None."""
+
+    direction: str | None
+    p99_us: float | None
+    max_us: float | None
+    timer_p99_us: float | None
+    sentinel_p99_us: float | None
+    sentinel_at_random_p99_us: float | None
+    sentinel_sleep_us: float | None
+    allowed_us: float | None
+    within: bool | None
+    added_us: float | None
+
+    @classmethod
+    def from_json(cls, doc: dict[str, Any]) -> LatenessVerdict:
+        return cls(**{f.name: doc.get(f.name) for f in fields(cls)})
+
+    def to_dict(self) -> dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
 def read_stats(path: str | Path) -> DatapathStats:
     stats = read_stats_if_any(path)
     if stats is None:

@@ -15,7 +15,8 @@ from bloatlab import proc
 from bloatlab.errors import BloatlabError
 from bloatlab.testbed import capabilities
 from bloatlab.testbed.datapath import BINARY_NAME
-from bloatlab.testbed.datapath_stats import DatapathFigures, DatapathStats, DirectionStats, SentinelStats, TimerOvershoot
+from bloatlab.testbed.datapath_stats import (DatapathFigures, DatapathStats, DirectionStats, LatenessVerdict, SentinelStats,
+                                            TimerOvershoot)
 
 
 # Departures this late are no longer the emulator's timing noise: at 10 Mbit/s a millisecond is
@@ -88,7 +89,7 @@ def _allowed_ns(timer: TimerOvershoot | None, datapath: DatapathFigures | None) 
 
 
 def lateness(stats: dict[str, DirectionStats], timer: TimerOvershoot | None,
-             datapath: DatapathFigures | None = None) -> dict[str, Any] | None:
+             datapath: DatapathFigures | None = None) -> LatenessVerdict | None:
     """The run's worst departure lateness (p99 of the direction where it is highest) beside what
     the machine allows: the sentinel's p99 wake-up lateness under the run's load (or, without
     it, the idle timer's p99 at the start) plus TIMER_ALLOWANCE_US; and what the datapath added
@@ -97,21 +98,18 @@ def lateness(stats: dict[str, DirectionStats], timer: TimerOvershoot | None,
     if not late:
         return None
     worst = max(late, key=lambda name: late[name].p99)
-    doc: dict[str, Any] = {"direction": worst, "p99_us": late[worst].p99 / 1e3, "max_us": late[worst].max / 1e3,
-                           "timer_p99_us": None, "sentinel_p99_us": None, "sentinel_at_random_p99_us": None,
-                           "sentinel_sleep_us": None, "allowed_us": None, "within": None, "added_us": None}
-    if timer is not None:
-        doc["timer_p99_us"] = timer.p99_ns / 1e3
-    if (watch := sentinel(datapath)) is not None:
-        doc["sentinel_p99_us"] = watch.late_ns.p99 / 1e3
-        doc["sentinel_at_random_p99_us"] = watch.late_at_random_ns.p99 / 1e3
-        doc["sentinel_sleep_us"] = watch.sleep_p50_ns / 1e3 if watch.sleep_p50_ns else None
+    p99_us = late[worst].p99 / 1e3
+    watch = sentinel(datapath)
     allowed_ns, _ = _allowed_ns(timer, datapath)
-    if allowed_ns is not None:
-        doc["allowed_us"] = allowed_ns / 1e3
-        doc["within"] = doc["p99_us"] <= doc["allowed_us"]
-        doc["added_us"] = max(0.0, doc["p99_us"] - doc["allowed_us"])
-    return doc
+    allowed_us = allowed_ns / 1e3 if allowed_ns is not None else None
+    return LatenessVerdict(
+        direction=worst, p99_us=p99_us, max_us=late[worst].max / 1e3,
+        timer_p99_us=timer.p99_ns / 1e3 if timer is not None else None,
+        sentinel_p99_us=watch.late_ns.p99 / 1e3 if watch is not None else None,
+        sentinel_at_random_p99_us=watch.late_at_random_ns.p99 / 1e3 if watch is not None else None,
+        sentinel_sleep_us=watch.sleep_p50_ns / 1e3 if watch is not None and watch.sleep_p50_ns else None,
+        allowed_us=allowed_us, within=p99_us <= allowed_us if allowed_us is not None else None,
+        added_us=max(0.0, p99_us - allowed_us) if allowed_us is not None else None)
 
 
 def worker_shares(before: DatapathStats | None, after: DatapathStats | None) -> dict[str, dict[str, Any]]:

@@ -19,7 +19,7 @@ from bloatlab.errors import MachineError
 from bloatlab.experiment.hosts import Hosts
 from bloatlab.experiment.probes import tcp as tcp_probe
 from bloatlab.experiment.probes.qdisc import QdiscSampler
-from bloatlab.experiment.record import QUEUE_NUMBERS, QueueMeasure
+from bloatlab.experiment.record import QueueMeasure, QueueSummary
 from bloatlab.specs.model import Bulk, Experiment, Web
 
 
@@ -164,7 +164,7 @@ class RunProbes:
                 read = queue_probe.from_qdisc_csv if source.kind == "tc" else queue_probe.from_qlog
                 trace = read(path, t0_mono)
             if trace is None:
-                out[name] = QueueMeasure(source.kind, [], dict.fromkeys(QUEUE_NUMBERS))
+                out[name] = QueueMeasure(source.kind, [], QueueSummary.unmeasured())
             else:
                 out[name] = QueueMeasure(source.kind, trace.rows(name, duration_s), trace.summary(duration_s))
         return out

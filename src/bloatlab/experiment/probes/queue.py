@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
+from bloatlab.experiment.record import QueueSummary
 from bloatlab.testbed.datapath import DROP_REASONS, KIND_DROP, KIND_MARK, MARK_REASONS, PRE_QUEUE_DROP_REASONS, read_qlog
 
 # The queue's own drops are every reason but those before it (loss, oversize, runt).
@@ -31,10 +32,10 @@ class QueueTrace:
     mark_t: np.ndarray = field(default_factory=lambda: np.zeros(0))
     mark_reason: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.uint8))
 
-    def summary(self, duration_s: float) -> dict[str, float | int | None]:
+    def summary(self, duration_s: float) -> QueueSummary:
         """Time-weighted means over [0, duration_s], maxima and drops within it."""
         if len(self.t_s) == 0:
-            return {"mean_pkts": 0.0, "max_pkts": 0, "mean_bytes": 0.0, "max_bytes": 0, "drops": 0}
+            return QueueSummary(mean_pkts=0.0, max_pkts=0, mean_bytes=0.0, max_bytes=0, drops=0)
         # The state at t0 is the last one before it (empty if none); then every change in the run.
         before = int(np.searchsorted(self.t_s, 0.0, side="right")) - 1
         inside = (self.t_s > 0.0) & (self.t_s <= duration_s)
@@ -50,18 +51,16 @@ class QueueTrace:
             found, counts = np.unique(codes[inside], return_counts=True)
             return {names.get(int(c), str(int(c))): int(n) for c, n in zip(found, counts)}
 
-        verdicts = {}
-        if len(self.drop_t) or len(self.mark_t):
-            verdicts = {"drops_by_reason": by_reason(self.drop_t, self.drop_reason, DROP_REASONS),
-                        "marks": by_reason(self.mark_t, self.mark_reason, MARK_REASONS)}
-        return {
-            **verdicts,
-            "mean_pkts": float(np.dot(pkts, widths) / span) if span > 0 else float(pkts[0]),
-            "max_pkts": int(pkts.max()),
-            "mean_bytes": float(np.dot(nbytes, widths) / span) if span > 0 else float(nbytes[0]),
-            "max_bytes": int(nbytes.max()),
-            "drops": int(drops[-1] - drops[0]),
-        }
+        # Only the datapath's log says why: a kernel qdisc's queue has neither.
+        reasons = bool(len(self.drop_t) or len(self.mark_t))
+        return QueueSummary(
+            mean_pkts=float(np.dot(pkts, widths) / span) if span > 0 else float(pkts[0]),
+            max_pkts=int(pkts.max()),
+            mean_bytes=float(np.dot(nbytes, widths) / span) if span > 0 else float(nbytes[0]),
+            max_bytes=int(nbytes.max()),
+            drops=int(drops[-1] - drops[0]),
+            drops_by_reason=by_reason(self.drop_t, self.drop_reason, DROP_REASONS) if reasons else None,
+            marks=by_reason(self.mark_t, self.mark_reason, MARK_REASONS) if reasons else None)
 
     def rows(self, link: str, duration_s: float) -> list[tuple[float, str, int, int, int]]:
         """queue.csv rows within the run; one per change, or the last per millisecond when there

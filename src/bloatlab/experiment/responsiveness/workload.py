@@ -17,7 +17,7 @@ import signal
 import sys
 import time
 
-from bloatlab.experiment.record import Collected
+from bloatlab.experiment.record import Collected, ResponsivenessResult
 from bloatlab.experiment.responsiveness import server
 from bloatlab.experiment.running import Running, last_line
 from bloatlab.specs.model import Responsiveness
@@ -103,9 +103,9 @@ class ResponsivenessTest(Running):
             for direction, bps in interval.get("interval_bps", {}).items():
                 got.throughput.append((interval["t"] - t0, f"{self.w.name}.{direction}", bps / 1e6))
         result = doc.get("result", {})
-        got.responsiveness = {"method": doc.get("method"), "direction": doc.get("direction"), "cc": doc.get("cc"),
-                              "server": "nghttpd", "server_notsent_lowat": SERVER_NOTSENT_LOWAT,
-                              "parameters": doc.get("parameters"), **result}
+        got.responsiveness = ResponsivenessResult.from_json({
+            "method": doc.get("method"), "direction": doc.get("direction"), "cc": doc.get("cc"), "server": "nghttpd",
+            "server_notsent_lowat": SERVER_NOTSENT_LOWAT, "parameters": doc.get("parameters"), **result})
         if result.get("rpm") is None:
             got.warnings.append(f"{self.w.name}: no RPM: the load never saturated the path within "
                                 f"{self.w.window_s:g} s; give the test more time")

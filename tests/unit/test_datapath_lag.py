@@ -10,7 +10,7 @@ from pathlib import Path
 from bloatlab.analysis.summary import summary_lines
 from bloatlab.results.summary import RunSummary
 from bloatlab.testbed.datapath_stats import DatapathFigures, DatapathStats, DirectionStats, TimerOvershoot
-from bloatlab.testbed.diagnostics import capture_warnings, lag_warnings as datapath_lag_warnings, lateness, worker_shares
+from bloatlab.testbed.diagnostics import WorkerShare, capture_warnings, lag_warnings as datapath_lag_warnings, lateness, worker_shares
 
 # cs244's two links through s0, a cake queue and a capture on s0->h2: what bloatlab-link wrote.
 STATS = json.loads((Path(__file__).parents[1] / "data" / "datapath-stats.json").read_text())
@@ -107,7 +107,7 @@ def test_worker_shares_between_two_reads_of_the_stats():
         workers += [{**STATS["workers"][1], "name": "worker1", "cpu": cpu, "directions": []}] if second else []
         return DatapathStats.from_json({**STATS, "workers": workers})
     shares = worker_shares(stats(10, 50, 1000, second=False), stats(110, 850, 2000))
-    assert shares == {"worker0": {"user_pct": 10.0, "kernel_pct": 80.0, "directions": ["h1-h2.forward"]}}
+    assert shares == {"worker0": WorkerShare(user_pct=10.0, kernel_pct=80.0, directions=["h1-h2.forward"])}
     assert worker_shares(None, stats(1, 1, 1)) == {} and worker_shares(stats(1, 1, 5), stats(1, 1, 5)) == {}
 
 

@@ -356,7 +356,7 @@ def _measure(net: Network, case: Case, res: CaseResult, duration_s: float,
     res.machine_busy_pct = 100 * busy / total if total else None
     if dp:
         res.datapath_cpu_pct = 100 * (cpu_seconds(dp.pid) - cpu0) / (time.monotonic() - t0)
-        res.datapath_workers = worker_shares(stats0, dp.stats())
+        res.datapath_workers = {name: asdict(share) for name, share in worker_shares(stats0, dp.stats()).items()}
     res.tcp_goodput_mbps = goodput_mbps(res.tcp_window)
     res.tcp_retransmits = tcp.retransmits
     if rate:

@@ -16,7 +16,6 @@ import threading
 import time
 from pathlib import Path
 
-from bloatlab import proc
 from bloatlab.errors import BloatlabError
 from bloatlab.experiment.record import RunRecord
 from bloatlab.interrupts import Interrupts
@@ -66,15 +65,15 @@ def simulate_experiment(experiment: Experiment, out: Path, *, progress: bool | o
     # SIGTERM and SIGHUP stop a run as Ctrl-C does (the driver, our child, is ended and reaped);
     # signal handlers belong to the main thread, so a sweep's side-by-side runs leave them to it.
     main = threading.current_thread() is threading.main_thread()
+    # What writing needs loads on this core while the simulation runs on another, on a thread of
+    # its own: a stop signal goes to the main thread, and one that cut an import in half there
+    # would leave that module impossible to import again (pandas: "option already registered").
+    preload = threading.Thread(target=preload_writers, name="preload-writers", daemon=True)
     try:
         with Interrupts() if main else contextlib.nullcontext():
             child = driver.start(binary, path, run_dir.raw / "ns3")
-            try:
-                preload_writers()  # on this core while the simulation runs on another
-            except BaseException:  # a stop signal meanwhile: the driver is ended and reaped too
-                proc.stop(child)
-                raise
-            driver.finish(child, timeout_s=TIMEOUT_FACTOR * exp.duration_s + 60)
+            preload.start()
+            driver.finish(child, timeout_s=TIMEOUT_FACTOR * exp.duration_s + 60)  # ends the driver if stopped
         outputs.collect(run_dir.raw / "ns3", record)
     except KeyboardInterrupt:
         record.incomplete_reason = "interrupted"
@@ -86,6 +85,8 @@ def simulate_experiment(experiment: Experiment, out: Path, *, progress: bool | o
     record.tools = {"ns3": driver.ns3_version()}
     if progress is True:
         print(f"simulated {exp.duration_s:g} s in {time.monotonic() - started:.1f} s", file=sys.stderr, flush=True)
+    if preload.is_alive():  # plots fork a child only when no other thread runs
+        preload.join()
     with WRITING:
         outcome = write_outcome(run_dir, record, svg=svg, plots=record.complete)
     if record.incomplete_reason == "interrupted":

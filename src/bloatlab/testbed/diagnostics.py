@@ -9,7 +9,7 @@ The stats file itself, and the process, are datapath.py's.
 from __future__ import annotations
 
 import json
-from typing import Any
+from dataclasses import dataclass
 
 from bloatlab import proc
 from bloatlab.errors import BloatlabError
@@ -112,9 +112,18 @@ def lateness(stats: dict[str, DirectionStats], timer: TimerOvershoot | None,
         added_us=max(0.0, p99_us - allowed_us) if allowed_us is not None else None)
 
 
-def worker_shares(before: DatapathStats | None, after: DatapathStats | None) -> dict[str, dict[str, Any]]:
-    """Each worker's CPU between two reads of the stats file, in % of one core, by name: in its
-    own code (user_pct) and in the kernel (kernel_pct), with the directions it serves."""
+@dataclass(frozen=True)
+class WorkerShare:
+    """A worker's CPU between two reads of the stats file, in % of one core: in its own code and
+    in the kernel (the frames' copies, the receiving host's stack), and the directions it serves."""
+
+    user_pct: float
+    kernel_pct: float
+    directions: list[str]
+
+
+def worker_shares(before: DatapathStats | None, after: DatapathStats | None) -> dict[str, WorkerShare]:
+    """Each worker's CPU between two reads of the stats file, by name."""
     earlier = {w.name: w.cpu for w in before.workers} if before is not None else {}
     out = {}
     for w in after.workers if after is not None else ():
@@ -122,9 +131,8 @@ def worker_shares(before: DatapathStats | None, after: DatapathStats | None) -> 
         if c0 is None or c1.wall_ns <= c0.wall_ns:
             continue
         wall = c1.wall_ns - c0.wall_ns
-        out[w.name] = {"user_pct": 100 * (c1.user_ns - c0.user_ns) / wall,
-                       "kernel_pct": 100 * (c1.kernel_ns - c0.kernel_ns) / wall,
-                       "directions": list(w.directions)}
+        out[w.name] = WorkerShare(100 * (c1.user_ns - c0.user_ns) / wall, 100 * (c1.kernel_ns - c0.kernel_ns) / wall,
+                                  list(w.directions))
     return out
 
 

@@ -92,19 +92,20 @@ def test_the_delay_targets_are_figures_beside_their_baselines(tmp_path):
 
 
 def test_shaped_tcp_climbs_above_the_given_rates_until_its_target_is_within_reach(tmp_path):
-    # 500 Mbit/s carries 478 Mbit/s of TCP: short of 0.3 of a kernel bridge here (1.7-3.4 Gbit/s),
+    # 100 Mbit/s carries 96 Mbit/s of TCP: short of 0.3 of any kernel bridge (1.7-3.4 Gbit/s here
+    # idle; in one CI run under 1.55, where 500 Mbit/s already reached it and nothing was added),
     # so the bench must add rates, TCP only, until one's capacity reaches that.
-    status, doc = bench(tmp_path, "--only", "shaped_tcp", "--rates", "500mbit", "--duration", "2s",
+    status, doc = bench(tmp_path, "--only", "shaped_tcp", "--rates", "100mbit", "--duration", "2s",
                         "--target", "shaped_tcp=0.3")
     [t] = doc["targets"]
     bridge = next(r["tcp_goodput_mbps"] for r in doc["results"] if r["case"]["backend"] == "kernel"
                   and r["case"]["rate_bps"] is None)
-    added = ladder([500_000_000], bridge, 0.3)
+    added = ladder([100_000_000], bridge, 0.3)
     assert added and doc["shaped_tcp_more_rates"] == added
     shaped = [r for r in doc["results"] if r["case"]["rate_bps"]]
     htb = capabilities.kernel_qdiscs(["htb"]).get("htb")
     assert [(r["case"]["backend"], r["case"]["rate_bps"]) for r in shaped] == [
-        (b, rate) for rate in [500_000_000, *added] for b in ["userspace"] + (["kernel"] if htb else [])]
+        (b, rate) for rate in [100_000_000, *added] for b in ["userspace"] + (["kernel"] if htb else [])]
     for r in shaped:  # the added rates measure TCP alone
         assert r["tcp_goodput_mbps"] > 0 and (r["udp_received_mbps"] is None) == (r["case"]["rate_bps"] in added)
     # Judged on every rate, the added ones included; htb's stands beside, never as bloatlab's figure.

@@ -138,6 +138,19 @@ def peak_rtt_ms(replies: list[PingReply]) -> float:
     return rtts[-3]
 
 
+def machine_stall_ms(net: Network) -> float:
+    """The machine's worst stall of a real-time thread while the test's traffic flowed, as the
+    datapath's sentinels (a CPU each, sleeping as its workers sleep) met it. A stall of a shared
+    machine (a vCPU taken away) holds up whatever falls due in it: departures, the pinger, the
+    kernel's softirqs. An RTT may exceed physics by this much through no fault of the link (one
+    CI run: a 42 ms stall set three pings 16 ms over a byte-limited queue's 34 ms). A stall of
+    the datapath alone (its own work, a blocking write) is not in it: that still fails a test."""
+    time.sleep(STATS_SETTLE_S)
+    watch = net.datapath.stats().sentinel
+    assert watch is not None and watch.late_ns.count >= 100, watch
+    return watch.late_ns.max / 1e6
+
+
 def max_sojourn_ms(qlog: Path) -> float:
     """The longest a frame waited in the queue, from the datapath's own log (virtual time: no
     scheduling noise in it)."""
@@ -390,6 +403,7 @@ def test_a_byte_limited_queue_holds_its_bytes_and_their_delay(names, tmp_path):
         base_ms = idle_min_rtt_ms(net)
         _, loaded = iperf_with_pings(net, ["-C", "cubic", "-t", "4", "-O", "1"], 0.01, total_s=5)
         fwd = link_stats(net).forward
+        stall_ms = machine_stall_ms(net)
     # The limit is in bytes: never more than 30280 bytes wait, and TCP fills it to within
     # a few frames (25000 bytes is 16.5 full frames).
     full_queue_ms = limit_bytes * 8 / rate * 1e3  # 24.22 ms
@@ -398,12 +412,15 @@ def test_a_byte_limited_queue_holds_its_bytes_and_their_delay(names, tmp_path):
     sojourn_ms = max_sojourn_ms(tmp_path / "h1-h2.forward.qlog")
     measured("bytes", max_backlog_bytes=fwd.max_backlog_bytes, base_ms=base_ms, peak_ms=peak_ms,
              max_ms=max(r.rtt_ms for r in loaded), expected_peak_ms=expected_peak_ms,
-             max_sojourn_ms=sojourn_ms, queue_full=fwd.drops["queue_full"], late=fwd.depart_error_ns)
+             max_sojourn_ms=sojourn_ms, queue_full=fwd.drops["queue_full"], late=fwd.depart_error_ns,
+             machine_stall_ms=stall_ms)
     assert 25_000 <= fwd.max_backlog_bytes <= limit_bytes, fwd
     assert fwd.drops["queue_full"] > 0, fwd
     # Physics: a ping joining a full queue waits for its bytes to drain:
-    # 30280 * 8 / 10 Mbit/s = 24.2 ms over the idle RTT. 15%: pings sample the queue every 10 ms.
-    assert 0.85 * expected_peak_ms <= peak_ms <= 1.15 * expected_peak_ms, (peak_ms, expected_peak_ms, base_ms)
+    # 30280 * 8 / 10 Mbit/s = 24.2 ms over the idle RTT. 15%: pings sample the queue every 10 ms;
+    # above it, what the machine's own stalls added (measured in this run).
+    assert 0.85 * expected_peak_ms <= peak_ms <= 1.15 * expected_peak_ms + stall_ms, (peak_ms, expected_peak_ms,
+                                                                                       base_ms, stall_ms)
     # Exact in virtual time: a frame waits for at most the other bytes the limit admits plus
     # the rest of the frame being sent, (30280 + 1514) * 8 / 10 Mbit/s = 25.4 ms; TCP keeps
     # the queue full enough to reach 90% of the 24.2 ms a full queue drains in.
@@ -431,11 +448,12 @@ def test_jitter_varies_the_delay_but_never_reorders(names):
     with Network(topo, names("phy-jit")) as net:
         warm_up(net)
         out = ping(net, "h1", "10.0.0.2", "-c", "400", "-i", "0.002", "-W", "1")
+        stall_ms = machine_stall_ms(net)
     replies = parse_ping_replies(out)
     seqs = [r.seq for r in replies]
     rtts = [r.rtt_ms for r in replies]
     measured("jitter", replies=len(replies), min_ms=min(rtts), max_ms=max(rtts),
-             in_order=all(a < b for a, b in zip(seqs, seqs[1:])))
+             in_order=all(a < b for a, b in zip(seqs, seqs[1:])), machine_stall_ms=stall_ms)
     # No loss is configured: (almost) every reply comes back, each once.
     assert len(replies) >= 390 and "DUP!" not in out, out[-400:]
     # ping prints replies as they arrive: sent 2 ms apart through FIFO delay lines both ways,
@@ -444,10 +462,11 @@ def test_jitter_varies_the_delay_but_never_reorders(names):
     # Physics: each way the delay is 5 +- 4 ms, i.e. 1..9 ms (the FIFO only ever raises a
     # delay, never above the previous frame's 9 ms): the RTT lies in 2..18 ms, and 400
     # samples of it spread over well more than 4 ms (all 400 inside one 4 ms window: odds below
-    # 0.44^400, nil). Upper bound: 18 ms + 5 ms for a busy host (machine noise, not chance).
+    # 0.44^400, nil). Upper bound: 18 ms + 5 ms for a busy host, and what the machine's own
+    # stalls added, measured in this run (one CI run: 29.3 ms).
     assert max(rtts) - min(rtts) >= 4.0, (min(rtts), max(rtts))
     assert min(rtts) >= 1.95, min(rtts)
-    assert max(rtts) <= 23.0, max(rtts)
+    assert max(rtts) <= 23.0 + stall_ms, (max(rtts), stall_ms)
 
 
 # 8. Garbage --------------------------------------------------------------------------------

@@ -111,6 +111,7 @@ def test_doctors_table_says_what_the_kernel_backend_builds():
         "queue_droptail_packets": ("pfifo",), "queue_droptail_bytes": ("bfifo",),
         "queue_drophead": ("pfifo_head_drop",), "queue_codel": ("codel",), "queue_fq_codel": ("fq_codel",),
         "queue_red_bytes": ("red",), "queue_red_packets": (), "queue_pie": ("pie",), "queue_cake": ("cake",),
+        "queue_dualpi2": ("dualpi2",),
         "trace": (),
         "queue_at_sender": ("pfifo",),
     }

@@ -9,7 +9,9 @@
 
 use std::fmt;
 
-use bloatlab_core::qdisc::{AckFilter, CakeParams, CodelParams, DiffservMode, FlowMode, FqCodelParams, Framing, Limit, PieParams, QueueConfig, RedParams};
+use bloatlab_core::qdisc::{
+    AckFilter, CakeParams, CodelParams, DiffservMode, DualPi2Params, EcnMask, FlowMode, FqCodelParams, Framing, Limit, PieParams, QueueConfig, RedParams,
+};
 use bloatlab_core::Duration;
 use serde::de::value::MapAccessDeserializer;
 use serde::de::{self, DeserializeSeed, IntoDeserializer, MapAccess, Visitor};
@@ -20,7 +22,7 @@ pub const MAX_QUEUE_PACKETS: usize = 1_000_000;
 pub const MAX_QUEUE_BYTES: usize = 1 << 30;
 
 /// The disciplines the datapath knows, in the order the docs list them.
-pub const DISCIPLINES: [&str; 7] = ["droptail", "drophead", "codel", "fq_codel", "red", "pie", "cake"];
+pub const DISCIPLINES: [&str; 8] = ["droptail", "drophead", "codel", "fq_codel", "red", "pie", "cake", "dualpi2"];
 
 /// The keys every queue takes, whatever its discipline.
 const LIMIT_KEYS: [&str; 3] = ["discipline", "packets", "bytes"];
@@ -42,6 +44,8 @@ pub enum QueueJson {
     Pie(PieJson),
     #[serde(rename = "cake")]
     Cake(CakeJson),
+    #[serde(rename = "dualpi2")]
+    DualPi2(DualPi2Json),
 }
 
 /// droptail's and drophead's: a limit, nothing else.
@@ -139,6 +143,29 @@ pub struct CakeJson {
     pub mtu_bytes: Option<u32>,
 }
 
+/// DualPI2's: a null step_packets puts the step threshold in time (step_thresh_ns), a null
+/// memory limit derives it from the limit (dualpi2.rs).
+#[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct DualPi2Json {
+    pub packets: Option<usize>,
+    pub bytes: Option<usize>,
+    pub target_ns: Option<u64>,
+    pub tupdate_ns: Option<u64>,
+    pub alpha: Option<f64>,
+    pub beta: Option<f64>,
+    pub step_thresh_ns: Option<u64>,
+    pub step_packets: Option<u32>,
+    pub min_qlen_step: Option<u32>,
+    pub coupling_factor: Option<u32>,
+    pub classic_protection_percent: Option<u32>,
+    pub ecn_mask: Option<String>,
+    pub drop_on_overload: Option<bool>,
+    pub drop_early: Option<bool>,
+    pub memory_limit_bytes: Option<u64>,
+    pub mtu_bytes: Option<u32>,
+}
+
 impl QueueJson {
     /// The core's queue config; an error names the field from the direction (`queue.target: ...`).
     /// `link_bps` is the direction's rate: RED's and CAKE's default bandwidth when it has one.
@@ -227,6 +254,28 @@ impl QueueJson {
                     },
                 )
             }
+            QueueJson::DualPi2(j) => {
+                let d = DualPi2Params::default();
+                QueueConfig::DualPi2(
+                    limit,
+                    DualPi2Params {
+                        target: j.target_ns.map_or(d.target, Duration),
+                        tupdate: j.tupdate_ns.map_or(d.tupdate, Duration),
+                        alpha: j.alpha.unwrap_or(d.alpha),
+                        beta: j.beta.unwrap_or(d.beta),
+                        step_thresh: j.step_thresh_ns.map_or(d.step_thresh, Duration),
+                        step_packets: j.step_packets,
+                        min_qlen_step: j.min_qlen_step.unwrap_or(d.min_qlen_step),
+                        coupling_factor: j.coupling_factor.unwrap_or(d.coupling_factor),
+                        classic_protection_percent: j.classic_protection_percent.unwrap_or(d.classic_protection_percent),
+                        ecn_mask: choice(&j.ecn_mask, "ecn_mask", d.ecn_mask, EcnMask::from_name, &EcnMask::ALL.map(EcnMask::name))?,
+                        drop_on_overload: j.drop_on_overload.unwrap_or(d.drop_on_overload),
+                        drop_early: j.drop_early.unwrap_or(d.drop_early),
+                        memory_limit_bytes: j.memory_limit_bytes,
+                        mtu_bytes: j.mtu_bytes.unwrap_or(d.mtu_bytes),
+                    },
+                )
+            }
         };
         q.validate().map_err(|e| format!("queue.{e}"))?;
         Ok(q)
@@ -241,6 +290,7 @@ impl QueueJson {
             QueueJson::Red(j) => (j.packets, j.bytes),
             QueueJson::Pie(j) => (j.packets, j.bytes),
             QueueJson::Cake(j) => (j.packets, j.bytes),
+            QueueJson::DualPi2(j) => (j.packets, j.bytes),
         }
     }
 
@@ -248,6 +298,7 @@ impl QueueJson {
     /// from the limit or the link's rate), and no limit.
     pub fn defaults(discipline: &str) -> Option<QueueJson> {
         let (c, fq, red, pie, cake) = (CodelParams::default(), FqCodelParams::default(), RedParams::default(), PieParams::default(), CakeParams::default());
+        let dual = DualPi2Params::default();
         Some(match discipline {
             "droptail" => QueueJson::DropTail(FifoJson::default()),
             "drophead" => QueueJson::DropHead(FifoJson::default()),
@@ -277,6 +328,14 @@ impl QueueJson {
                 target_ns: Some(cake.target.nanos()), interval_ns: Some(cake.interval.nanos()), overhead: cake.overhead, mpu: Some(cake.mpu),
                 framing: Some(cake.framing.name().into()), wash: Some(cake.wash), memory_limit_bytes: cake.memory_limit_bytes,
                 ack_filter: Some(cake.ack_filter.name().into()), mtu_bytes: Some(cake.mtu_bytes), ..CakeJson::default()
+            }),
+            // step_packets null: the step threshold is a time; memory limit null: derived.
+            "dualpi2" => QueueJson::DualPi2(DualPi2Json {
+                target_ns: Some(dual.target.nanos()), tupdate_ns: Some(dual.tupdate.nanos()), alpha: Some(dual.alpha), beta: Some(dual.beta),
+                step_thresh_ns: Some(dual.step_thresh.nanos()), step_packets: dual.step_packets, min_qlen_step: Some(dual.min_qlen_step),
+                coupling_factor: Some(dual.coupling_factor), classic_protection_percent: Some(dual.classic_protection_percent),
+                ecn_mask: Some(dual.ecn_mask.name().into()), drop_on_overload: Some(dual.drop_on_overload), drop_early: Some(dual.drop_early),
+                memory_limit_bytes: dual.memory_limit_bytes, mtu_bytes: Some(dual.mtu_bytes), ..DualPi2Json::default()
             }),
             _ => return None,
         })
@@ -346,6 +405,7 @@ impl<'de> Visitor<'de> for QueueVisitor {
                     "red" => QueueJson::Red(RedJson::deserialize(rest)?),
                     "pie" => QueueJson::Pie(PieJson::deserialize(rest)?),
                     "cake" => QueueJson::Cake(CakeJson::deserialize(rest)?),
+                    "dualpi2" => QueueJson::DualPi2(DualPi2Json::deserialize(rest)?),
                     _ => unreachable!("Named holds one of DISCIPLINES"),
                 });
             }
@@ -417,7 +477,7 @@ mod tests {
 
     /// Each discipline's queue as src/bloatlab/testbed/datapath.py's direction_config writes it
     /// (the catalogue's defaults, resolved for a 10 Mbit/s link), and one limit in bytes.
-    const AS_PYTHON_WRITES: [&str; 9] = [
+    const AS_PYTHON_WRITES: [&str; 11] = [
         r#"{"discipline": "droptail", "packets": 1000, "bytes": null}"#,
         r#"{"discipline": "drophead", "packets": 1000, "bytes": null}"#,
         r#"{"discipline": "codel", "packets": 1000, "bytes": null, "target_ns": 5000000, "interval_ns": 100000000, "ecn": false, "coarse_time": false, "mtu_bytes": 1514}"#,
@@ -427,6 +487,8 @@ mod tests {
         r#"{"discipline": "cake", "packets": 10240, "bytes": null, "bandwidth_bps": 10000000, "diffserv": "diffserv3", "flow_mode": "triple-isolate", "target_ns": 5000000, "interval_ns": 100000000, "overhead": null, "mpu": 0, "framing": "none", "wash": false, "memory_limit_bytes": null, "ack_filter": "off", "mtu_bytes": 1514}"#,
         r#"{"discipline": "cake", "packets": null, "bytes": 100000, "bandwidth_bps": null, "diffserv": "diffserv3", "flow_mode": "triple-isolate", "target_ns": 5000000, "interval_ns": 100000000, "overhead": null, "mpu": 0, "framing": "none", "wash": false, "memory_limit_bytes": null, "ack_filter": "off", "mtu_bytes": 1514}"#,
         r#"{"discipline": "red", "packets": null, "bytes": 100000, "min": 8333, "max": 25000, "avpkt_bytes": 1000, "burst_pkts": 13, "probability": 0.02, "bandwidth_bps": 10000000, "ecn": false, "harddrop": false, "adaptive": false, "gentle": false, "ns3": false}"#,
+        r#"{"discipline": "dualpi2", "packets": 10000, "bytes": null, "target_ns": 15000000, "tupdate_ns": 16000000, "alpha": 0.16015625, "beta": 3.19921875, "step_thresh_ns": 1000000, "step_packets": null, "min_qlen_step": 0, "coupling_factor": 2, "classic_protection_percent": 10, "ecn_mask": "l4s_ect", "drop_on_overload": true, "drop_early": false, "memory_limit_bytes": null, "mtu_bytes": 1514}"#,
+        r#"{"discipline": "dualpi2", "packets": null, "bytes": 200000, "target_ns": 15000000, "tupdate_ns": 16000000, "alpha": 0.16015625, "beta": 3.19921875, "step_thresh_ns": 1000000, "step_packets": 4, "min_qlen_step": 0, "coupling_factor": 2, "classic_protection_percent": 10, "ecn_mask": "any_ect", "drop_on_overload": false, "drop_early": false, "memory_limit_bytes": 150000, "mtu_bytes": 1514}"#,
     ];
 
     #[test]
@@ -434,9 +496,9 @@ mod tests {
         let resolved: Vec<QueueConfig> = AS_PYTHON_WRITES.iter().map(|q| resolve(q).unwrap_or_else(|e| panic!("{q}: {e}"))).collect();
         let limits: Vec<Limit> = resolved.iter().map(|q| match q {
             QueueConfig::DropTail(l) | QueueConfig::DropHead(l) | QueueConfig::Codel(l, _) | QueueConfig::FqCodel(l, _)
-            | QueueConfig::Red(l, _) | QueueConfig::Pie(l, _) | QueueConfig::Cake(l, _) => *l,
+            | QueueConfig::Red(l, _) | QueueConfig::Pie(l, _) | QueueConfig::Cake(l, _) | QueueConfig::DualPi2(l, _) => *l,
         }).collect();
-        assert_eq!(limits[6..], [Limit::Packets(10240), Limit::Bytes(100_000), Limit::Bytes(100_000)]);
+        assert_eq!(limits[6..], [Limit::Packets(10240), Limit::Bytes(100_000), Limit::Bytes(100_000), Limit::Packets(10_000), Limit::Bytes(200_000)]);
         // Every value lands where it belongs.
         assert_eq!(resolved[2], QueueConfig::Codel(Limit::Packets(1000), CodelParams::default()));
         assert_eq!(resolved[3], QueueConfig::FqCodel(Limit::Packets(10240), FqCodelParams::default()));
@@ -446,6 +508,11 @@ mod tests {
         assert_eq!(resolved[6], QueueConfig::Cake(Limit::Packets(10240), CakeParams { bandwidth_bps: 10_000_000, ..CakeParams::default() }));
         // A null bandwidth is the link's rate.
         assert_eq!(resolved[7], QueueConfig::Cake(Limit::Bytes(100_000), CakeParams { bandwidth_bps: 10_000_000, ..CakeParams::default() }));
+        assert_eq!(resolved[9], QueueConfig::DualPi2(Limit::Packets(10_000), DualPi2Params::default()));
+        let tuned = DualPi2Params {
+            step_packets: Some(4), ecn_mask: EcnMask::AnyEct, drop_on_overload: false, memory_limit_bytes: Some(150_000), ..DualPi2Params::default()
+        };
+        assert_eq!(resolved[10], QueueConfig::DualPi2(Limit::Bytes(200_000), tuned));
     }
 
     #[test]
@@ -462,7 +529,7 @@ mod tests {
     #[test]
     fn an_unknown_discipline_is_refused_at_discipline_with_the_known_ones() {
         let e = err(r#"{"discipline": "blue", "packets": 100}"#);
-        assert!(e.starts_with(r#"queue.discipline: unknown discipline "blue" (droptail, drophead, codel, fq_codel, red, pie, cake)"#), "{e}");
+        assert!(e.starts_with(r#"queue.discipline: unknown discipline "blue" (droptail, drophead, codel, fq_codel, red, pie, cake, dualpi2)"#), "{e}");
         // An alias of the spec's ("taildrop") is the spec's to resolve: the config takes names only.
         assert!(err(r#"{"discipline": "taildrop", "packets": 100}"#).starts_with("queue.discipline: unknown discipline"));
         assert!(err(r#"{"packets": 100}"#).starts_with("queue: missing field `discipline`"));
@@ -481,6 +548,10 @@ mod tests {
         // The core's checks and the limit's, as before.
         assert!(err(r#"{"discipline": "codel", "packets": 100, "target_ns": 200000000}"#).starts_with("queue.target: "));
         assert!(err(r#"{"discipline": "cake", "packets": 100, "diffserv": "x"}"#).starts_with(r#"queue.diffserv: "x" is not one of besteffort"#));
+        assert_eq!(err(r#"{"discipline": "dualpi2", "packets": 100, "ecn_mask": "ect1"}"#), r#"queue.ecn_mask: "ect1" is not one of l4s_ect, any_ect"#);
+        assert_eq!(err(r#"{"discipline": "dualpi2", "packets": 100, "coupling_factor": 0}"#), "queue.coupling_factor: 0 is not from 1 to 255");
+        let e = err(r#"{"discipline": "dualpi2", "packets": 100, "ecn": true}"#);
+        assert!(e.starts_with("queue.ecn: unknown field `ecn`"), "{e}");
         assert_eq!(err(r#"{"discipline": "fq_codel", "packets": 0}"#), "queue: a limit of 0 holds nothing");
         assert_eq!(err(r#"{"discipline": "red", "packets": 10, "bytes": 10000}"#), "queue: give exactly one of packets or bytes");
     }
@@ -500,7 +571,8 @@ mod tests {
                 "fq_codel" => QueueConfig::FqCodel(limit, FqCodelParams::default()),
                 "red" => QueueConfig::Red(limit, RedParams::default()),
                 "pie" => QueueConfig::Pie(limit, PieParams::default()),
-                _ => QueueConfig::Cake(limit, CakeParams::default()),
+                "cake" => QueueConfig::Cake(limit, CakeParams::default()),
+                _ => QueueConfig::DualPi2(limit, DualPi2Params::default()),
             };
             assert_eq!(d.resolve().unwrap().config.queue, core, "{name}");
         }

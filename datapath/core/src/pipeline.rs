@@ -6,7 +6,7 @@
 
 use std::collections::VecDeque;
 
-use crate::qdisc::{DropReason, Dropped, Packet, PacketInfo, Queue, QueueConfig, QueueEvent, QueueStats, TinReport};
+use crate::qdisc::{DropReason, Dropped, DualPi2Stats, Packet, PacketInfo, Queue, QueueConfig, QueueEvent, QueueStats, TinReport};
 use crate::rate::{Rate, TRACE_OPPORTUNITY_BYTES};
 use crate::rng::Rng;
 use crate::stats::DirectionStats;
@@ -463,6 +463,10 @@ impl Pipeline {
     /// The queue's classes and their counters (CAKE's tins), if it has any.
     pub fn queue_tins(&self) -> Vec<TinReport> {
         self.queue.tins()
+    }
+    /// DualPI2's figures, its head delays at the latest call's time; None for other disciplines.
+    pub fn queue_dualpi2(&self) -> Option<DualPi2Stats> {
+        self.queue.dualpi2(self.last_now)
     }
     /// Packets past the queue but not yet out: in the serialiser or the delay line.
     pub fn in_flight(&self) -> u64 {

@@ -33,10 +33,16 @@ pub enum DropReason {
     CakeOverflow = 13,
     /// CAKE's ACK filter: a pure TCP ACK that a later one in its flow's queue makes redundant.
     AckFilter = 14,
+    /// DualPI2: a classic-queue packet dropped with probability p'^2 (not ECN-capable, or any
+    /// packet while the queue is overloaded).
+    DualPi2Classic = 15,
+    /// DualPI2 overloaded (k * p' above 1) with drop_on_overload: an L-queue packet dropped
+    /// with probability p'^2, as a classic one would be.
+    DualPi2Overload = 16,
 }
 
 impl DropReason {
-    pub const ALL: [DropReason; 14] = [
+    pub const ALL: [DropReason; 16] = [
         DropReason::Loss,
         DropReason::QueueFull,
         DropReason::HeadDrop,
@@ -51,6 +57,8 @@ impl DropReason {
         DropReason::Blue,
         DropReason::CakeOverflow,
         DropReason::AckFilter,
+        DropReason::DualPi2Classic,
+        DropReason::DualPi2Overload,
     ];
     pub const COUNT: usize = Self::ALL.len();
 
@@ -70,6 +78,8 @@ impl DropReason {
             DropReason::Blue => "blue",
             DropReason::CakeOverflow => "cake_overflow",
             DropReason::AckFilter => "ack_filter",
+            DropReason::DualPi2Classic => "dualpi2_classic",
+            DropReason::DualPi2Overload => "dualpi2_overload",
         }
     }
     pub fn index(self) -> usize {
@@ -86,11 +96,25 @@ pub enum MarkReason {
     Codel = 3,
     Pie = 4,
     Cobalt = 5,
+    /// DualPI2: an ECN-capable classic-queue packet, with probability p'^2.
+    DualPi2Classic = 6,
+    /// DualPI2: an L-queue packet, with the coupled probability min(k * p', 1).
+    DualPi2Coupled = 7,
+    /// DualPI2: an L-queue packet that waited longer than the step threshold.
+    DualPi2Step = 8,
 }
 
 impl MarkReason {
-    pub const ALL: [MarkReason; 5] =
-        [MarkReason::RedEarly, MarkReason::RedForced, MarkReason::Codel, MarkReason::Pie, MarkReason::Cobalt];
+    pub const ALL: [MarkReason; 8] = [
+        MarkReason::RedEarly,
+        MarkReason::RedForced,
+        MarkReason::Codel,
+        MarkReason::Pie,
+        MarkReason::Cobalt,
+        MarkReason::DualPi2Classic,
+        MarkReason::DualPi2Coupled,
+        MarkReason::DualPi2Step,
+    ];
     pub const COUNT: usize = Self::ALL.len();
     pub fn name(self) -> &'static str {
         match self {
@@ -99,6 +123,9 @@ impl MarkReason {
             MarkReason::Codel => "codel",
             MarkReason::Pie => "pie",
             MarkReason::Cobalt => "cobalt",
+            MarkReason::DualPi2Classic => "dualpi2_classic",
+            MarkReason::DualPi2Coupled => "dualpi2_coupled",
+            MarkReason::DualPi2Step => "dualpi2_step",
         }
     }
     pub fn index(self) -> usize {

@@ -7,7 +7,7 @@ use std::io::{BufWriter, Write};
 use std::sync::{Arc, Mutex};
 
 use bloatlab_core::pipeline::{Departure, DropRecord, Event};
-use bloatlab_core::qdisc::{QueueStats, TinReport};
+use bloatlab_core::qdisc::{DualPi2Stats, QueueStats, TinReport};
 use bloatlab_core::stats::DirectionStats;
 use bloatlab_core::{Instant, Pipeline};
 
@@ -126,6 +126,8 @@ pub struct Snapshot {
     pub capture: Option<CaptureCounts>,
     /// The discipline's classes (CAKE's tins), empty for the others.
     pub tins: Vec<TinReport>,
+    /// DualPI2's own figures (tc -s), None for the others.
+    pub dualpi2: Option<DualPi2Stats>,
 }
 
 /// Where a direction's departures go.
@@ -239,6 +241,7 @@ impl Dir {
             late_arrival_max_ns: self.late_arrival_max_ns,
             capture: self.capture.as_ref().map(Capture::counts),
             tins: self.pipe.queue_tins(),
+            dualpi2: self.pipe.queue_dualpi2(),
         };
         *self.shared.lock().unwrap() = snap;
         self.dirty = false;

@@ -18,7 +18,7 @@ use std::sync::atomic::{AtomicBool, AtomicI32, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use bloatlab_core::fabric::{Fabric, SwitchCounts};
-use bloatlab_core::qdisc::TinReport;
+use bloatlab_core::qdisc::{DualPi2Stats, TinReport};
 use bloatlab_core::rate::Rate;
 use bloatlab_core::stats::DropCounts;
 use bloatlab_core::Pipeline;
@@ -186,7 +186,20 @@ fn snapshot_json(s: &Snapshot, worker: usize) -> Value {
     if !s.tins.is_empty() {
         v["tins"] = Value::Array(s.tins.iter().map(tin_json).collect());
     }
+    if let Some(d) = &s.dualpi2 {
+        v["dualpi2"] = dualpi2_json(d);
+    }
     v
+}
+
+/// DualPI2's figures as `tc -s qdisc` shows them: p', the queues' head delays (us), packets
+/// into each queue, the most queued, marks, the scheduler's credit, memory.
+fn dualpi2_json(d: &DualPi2Stats) -> Value {
+    let us = |d: bloatlab_core::Duration| d.nanos() / 1000;
+    json!({"prob": d.prob, "delay_c_us": us(d.delay_c), "delay_l_us": us(d.delay_l), "pkts_in_c": d.pkts_in_c,
+           "pkts_in_l": d.pkts_in_l, "maxq": d.maxq, "ecn_mark": d.ecn_mark, "step_mark": d.step_mark,
+           "credit": d.credit, "memory_used_bytes": d.memory_used_bytes, "max_memory_used_bytes": d.max_memory_used_bytes,
+           "memory_limit_bytes": d.memory_limit_bytes})
 }
 
 /// One of CAKE's tins as `tc -s qdisc` shows it: threshold, target and interval, counters,

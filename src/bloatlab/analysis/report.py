@@ -178,6 +178,23 @@ TIN_ROWS: tuple[tuple[str, str, Callable[..., str]], ...] = (
 )
 
 
+# The rows of the dualpi2 table (a column per direction): label, the figure's name (DualPi2Summary's), format.
+DUALPI2_ROWS: tuple[tuple[str, str, Callable[..., str]], ...] = (
+    ("p' (base probability)", "prob", lambda p: _number(p, like=0.5)),
+    ("C head delay ms", "delay_c_ms", _number),
+    ("L head delay ms", "delay_l_ms", _number),
+    ("packets into C", "pkts_in_c", _count),
+    ("packets into L", "pkts_in_l", _count),
+    ("most queued (maxq)", "maxq", _count),
+    ("CE marks", "ecn_mark", _count),
+    ("step marks", "step_mark", _count),
+    ("credit bytes", "credit", _count),
+    ("memory used bytes", "memory_used_bytes", _count),
+    ("memory used at most", "max_memory_used_bytes", _count),
+    ("memory limit bytes", "memory_limit_bytes", _count),
+)
+
+
 def _command(doc: dict[str, Any]) -> str | None:
     command = doc.get("command") or doc.get("argv")
     if isinstance(command, list):
@@ -382,6 +399,12 @@ def _run_report(run_dir: Path, drawn: plots.PlotResult | None = None) -> str:
         sections.append(f"<h3>Tins of {_e(direction)}</h3>" + _table(
             ["", *tins],
             [(label, *(fmt(getattr(t, key)) for t in tins.values())) for label, key, fmt in TIN_ROWS], numeric_from=1))
+    if dualpi2 := (summary.dualpi2 if isinstance(summary, RunSummary) else None):
+        # As `tc -s qdisc` shows dualpi2, at the run's end: a column per direction.
+        sections.append("<h3>DualPI2</h3>" + _table(
+            ["", *dualpi2],
+            [(label, *(fmt(getattr(d, key)) for d in dualpi2.values())) for label, key, fmt in DUALPI2_ROWS],
+            numeric_from=1))
     problems = [str(x) for key in ("errors", "warnings") if isinstance(meta.get(key), list) for x in meta[key]]
 
     figures: dict[str, Figure | Path]

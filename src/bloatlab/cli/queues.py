@@ -16,7 +16,7 @@ from bloatlab.specs.disciplines import ALIASES, CATALOGUE, LIMIT_KEYS, MIB, Disc
 from bloatlab.specs.units import format_duration_ns
 
 # A generated block of docs/queues.md: <!-- catalogue: NAME --> ... <!-- end catalogue -->.
-BLOCK = re.compile(r"(<!-- catalogue: (?P<name>[a-z_]+) -->\n)(?P<body>.*?)(<!-- end catalogue -->)", re.DOTALL)
+BLOCK = re.compile(r"(<!-- catalogue: (?P<name>[a-z0-9_]+) -->\n)(?P<body>.*?)(<!-- end catalogue -->)", re.DOTALL)
 
 
 def unit(param: Param) -> str:
@@ -43,7 +43,7 @@ def shown_default(param: Param) -> str:
     elif param.kind == "rate":
         text = f'`"{value // 10**6}mbit"`' if value % 10**6 == 0 else f"{value} bit/s"
     else:
-        text = f"{value:g}" if isinstance(value, float) else str(value)
+        text = f"{value:.10g}" if isinstance(value, float) else str(value)  # 41/256 in full
     return f"{param.derived}, else {text}" if param.derived else text
 
 

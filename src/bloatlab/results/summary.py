@@ -19,7 +19,7 @@ from typing import Any, ClassVar, Self
 from bloatlab.experiment.parsers import IperfResult, PingSummary
 from bloatlab.experiment.record import FlowSummary, Plain, QueueSummary, ResponsivenessResult, flow_from_json
 from bloatlab.results.stats import FETCH_STATS, GRADE_CONVENTION, RTT_STATS, describe, grade
-from bloatlab.testbed.datapath_stats import CaptureFile, LatenessVerdict, TinStats
+from bloatlab.testbed.datapath_stats import CaptureFile, DualPi2Stats, LatenessVerdict, TinStats
 
 
 @dataclass(frozen=True)
@@ -150,6 +150,34 @@ class TinSummary(Plain):
                    way_indirect_hits=t.way_indirect_hits, way_misses=t.way_misses, way_collisions=t.way_collisions)
 
 
+@dataclass(frozen=True)
+class DualPi2Summary(Plain):
+    """A dualpi2 queue as `tc -s qdisc` shows it at the run's end: p' (the classic queue's
+    probability is its square), the queues' head delays in ms, packets into each queue, the most
+    an arrival found queued, CE marks (all, and the L queue's step marks), the scheduler's credit
+    in bytes (at or below 0 the L queue goes next), memory in bytes."""
+
+    prob: float | None
+    delay_c_ms: float | None
+    delay_l_ms: float | None
+    pkts_in_c: int | None
+    pkts_in_l: int | None
+    maxq: int | None
+    ecn_mark: int | None
+    step_mark: int | None
+    credit: int | None
+    memory_used_bytes: int | None
+    max_memory_used_bytes: int | None
+    memory_limit_bytes: int | None
+
+    @classmethod
+    def of(cls, d: DualPi2Stats) -> Self:
+        return cls(prob=d.prob, delay_c_ms=d.delay_c_us / 1e3, delay_l_ms=d.delay_l_us / 1e3, pkts_in_c=d.pkts_in_c,
+                   pkts_in_l=d.pkts_in_l, maxq=d.maxq, ecn_mark=d.ecn_mark, step_mark=d.step_mark, credit=d.credit,
+                   memory_used_bytes=d.memory_used_bytes, max_memory_used_bytes=d.max_memory_used_bytes,
+                   memory_limit_bytes=d.memory_limit_bytes)
+
+
 def _each(read: Callable[[Any], Any]) -> Callable[[dict[str, Any]], dict[str, Any]]:
     return lambda doc: {name: read(value) for name, value in doc.items()}
 
@@ -201,12 +229,14 @@ class RunSummary(_Sections):
     lateness: LatenessVerdict | None = None  # with a userspace direction that sent anything
     cpu: CpuShare | None = None  # with PSI, once the schedule began
     tins: dict[str, dict[str, TinSummary]] | None = None  # by direction, then tin name (cake)
+    dualpi2: dict[str, DualPi2Summary] | None = None  # by direction with a dualpi2 queue
 
     READERS = {"flows": _each(flow_from_json), "rtt_ms": RttStats.from_json, "fetch_s": FetchStats.from_json,
                "queue": _each(QueueSummary.from_json), "pings": _each(RttStats.from_json), "totals_mbps": dict,
                "responsiveness": ResponsivenessResult.from_json, "bufferbloat": Bufferbloat.from_json,
                "pcap": _each(CaptureSummary.from_json), "lateness": LatenessVerdict.from_json,
-               "cpu": CpuShare.from_json, "tins": _each(_each(TinSummary.from_json))}
+               "cpu": CpuShare.from_json, "tins": _each(_each(TinSummary.from_json)),
+               "dualpi2": _each(DualPi2Summary.from_json)}
 
 
 # A nic run (docs/nic.md) ----------------------------------------------------------------------

@@ -9,8 +9,8 @@ from typing import Any
 from bloatlab.experiment.record import BulkSummary, QueueSummary, RunRecord, SimulatedDirection, UdpSummary
 from bloatlab.results.files import RunDir
 from bloatlab.results.stats import describe
-from bloatlab.results.summary import (Bufferbloat, CaptureFileSummary, CaptureSummary, CpuShare, FetchStats, RttStats,
-                                      RunSummary, TinSummary)
+from bloatlab.results.summary import (Bufferbloat, CaptureFileSummary, CaptureSummary, CpuShare, DualPi2Summary,
+                                      FetchStats, RttStats, RunSummary, TinSummary)
 from bloatlab.specs import dscp
 from bloatlab.specs.model import Experiment
 from bloatlab.testbed.datapath_stats import DatapathFigures, DirectionStats, TimerOvershoot
@@ -46,7 +46,8 @@ def summary(record: RunRecord) -> RunSummary:
         lateness=lateness(record.datapath_stats, record.timer, record.datapath),
         # How short of CPU the machine was while the run played.
         cpu=CpuShare(record.cpu_pressure, record.links_batching) if record.cpu_pressure is not None else None,
-        tins=tins_of(record.datapath_stats) or None)
+        tins=tins_of(record.datapath_stats) or None,
+        dualpi2=dualpi2_of(record.datapath_stats) or None)
 
 
 def tins_of(datapath_stats: dict[str, DirectionStats]) -> dict[str, dict[str, TinSummary]]:
@@ -55,6 +56,12 @@ def tins_of(datapath_stats: dict[str, DirectionStats]) -> dict[str, dict[str, Ti
     out = {direction: {t.name: TinSummary.of(t) for t in stats.tins or ()}
            for direction, stats in datapath_stats.items()}
     return {d: t for d, t in out.items() if t}
+
+
+def dualpi2_of(datapath_stats: dict[str, DirectionStats]) -> dict[str, DualPi2Summary]:
+    """Per direction with a dualpi2 queue: what tc -s shows of it, delays in ms."""
+    return {direction: DualPi2Summary.of(stats.dualpi2) for direction, stats in datapath_stats.items()
+            if stats.dualpi2 is not None}
 
 
 def captures(record: RunRecord) -> dict[str, CaptureSummary]:

@@ -57,6 +57,7 @@ class DisciplineName(StrEnum):
     RED = "red"
     PIE = "pie"
     CAKE = "cake"
+    DUALPI2 = "dualpi2"
 
 
 @dataclass(frozen=True)
@@ -163,7 +164,25 @@ class CakeParams:
     mtu_bytes: int | None = None
 
 
-Params = FifoParams | CoDelParams | FqCoDelParams | RedParams | PieParams | CakeParams
+@dataclass(frozen=True)
+class DualPi2Params:
+    target_ns: int | None = None
+    tupdate_ns: int | None = None
+    alpha: float | None = None  # Hz: per update, per second of delay
+    beta: float | None = None  # Hz
+    step_thresh_ns: int | None = None
+    step_packets: int | None = None  # resolved None: the step threshold is step_thresh_ns, a time
+    min_qlen_step: int | None = None  # packets
+    coupling_factor: int | None = None
+    classic_protection_percent: int | None = None
+    ecn_mask: str | None = None
+    drop_on_overload: bool | None = None
+    drop_early: bool | None = None
+    memory_limit_bytes: int | None = None  # resolved None: the datapath derives it
+    mtu_bytes: int | None = None
+
+
+Params = FifoParams | CoDelParams | FqCoDelParams | RedParams | PieParams | CakeParams | DualPi2Params
 
 
 @dataclass(frozen=True)
@@ -192,6 +211,11 @@ class Discipline:
 CAKE_DIFFSERV = ("besteffort", "precedence", "diffserv8", "diffserv4", "diffserv3")
 CAKE_FLOW_MODES = ("flowblind", "srchost", "dsthost", "hosts", "flows", "dual-srchost", "dual-dsthost",
                    "triple-isolate")
+# Which ECN codepoints DualPI2 sends to its L queue, as tc names the choice.
+DUALPI2_ECN_MASKS = ("l4s_ect", "any_ect")
+# DualPI2's PI gains as Linux holds them, in steps of 1/256 Hz: RFC 9332's 0.16 and 3.2 Hz.
+DUALPI2_ALPHA = 41 / 256
+DUALPI2_BETA = 819 / 256
 
 
 def _target(default_ms: int, source: str) -> Param:
@@ -342,6 +366,49 @@ CATALOGUE: dict[DisciplineName, Discipline] = {d.name: d for d in (
                          choices=("off", "conservative", "aggressive")),
                    _mtu("Linux `sch_cake` (`psched_mtu`)"),
                ), record=CakeParams),
+    Discipline(DisciplineName.DUALPI2,
+               "couples a low-latency queue for L4S packets (ECT(1), CE), marked with k p', to a classic "
+               "queue dropped with p'^2, both steered by one PI controller on the queueing delay", 10000,
+               "Linux `sch_dualpi2`", (
+                   _target(15, "RFC 9332, Linux `sch_dualpi2`"),
+                   Param("tupdate", "tupdate_ns", "duration", 16 * MS, "how often the base probability p' is updated",
+                         "RFC 9332, Linux"),
+                   Param("alpha", "alpha", "ratio", DUALPI2_ALPHA,
+                         "gain on the delay's distance from target, per second, per update (Hz)",
+                         "RFC 9332 (0.16); Linux 41/256"),
+                   Param("beta", "beta", "ratio", DUALPI2_BETA,
+                         "gain on the delay's change since the last update, per second (Hz)",
+                         "RFC 9332 (3.2); Linux 819/256"),
+                   Param("step_thresh", "step_thresh_ns", "duration", 1 * MS,
+                         "the L queue's own AQM: an L4S packet that waited longer than this is marked",
+                         "Linux `sch_dualpi2`"),
+                   Param("step_packets", "step_packets", "count", None,
+                         "the step threshold as a queue length: mark an L4S packet that leaves more than this "
+                         "many behind it in the L queue (exclusive with step_thresh)", "Linux `sch_dualpi2`",
+                         low=1, high=MAX_QUEUE_PACKETS, derived="none: the threshold is step_thresh, a time"),
+                   Param("min_qlen_step", "min_qlen_step", "count", 0,
+                         "step-mark only packets that found at least this many packets in the L queue",
+                         "Linux `sch_dualpi2`", low=0, high=MAX_QUEUE_PACKETS),
+                   Param("coupling_factor", "coupling_factor", "count", 2,
+                         "k: L4S packets are marked with k p', classic ones dropped (or marked) with p'^2",
+                         "RFC 9332, Linux", low=1, high=255),
+                   Param("classic_protection", "classic_protection_percent", "count", 10,
+                         "the classic queue's share of the link in percent, when both queues wait (a weighted "
+                         "round robin of bytes)", "Linux `sch_dualpi2`", low=0, high=100, unit="percent"),
+                   Param("ecn_mask", "ecn_mask", "choice", "l4s_ect",
+                         "which packets go to the L queue: ECT(1) and CE (l4s_ect), or every ECN-capable one "
+                         "(any_ect)", "Linux `sch_dualpi2`", choices=DUALPI2_ECN_MASKS),
+                   Param("drop_on_overload", "drop_on_overload", "bool", True,
+                         "once k p' passes 1, drop with p'^2 in both queues; false (tc's overflow): hold p' at "
+                         "1/k, mark every L4S packet and let the queue grow", "Linux `sch_dualpi2`"),
+                   Param("drop_early", "drop_early", "bool", False,
+                         "drop (or mark) at enqueue rather than at dequeue (tc's drop_enqueue)",
+                         "Linux `sch_dualpi2`"),
+                   Param("memory_limit", "memory_limit_bytes", "size", None,
+                         "bytes both queues may hold; over it an arrival is dropped", "Linux `sch_dualpi2`",
+                         derived="packets x 2 x 1514 bytes (with a byte limit, that limit)"),
+                   _mtu("Linux `sch_dualpi2` (`psched_mtu`: no drop or mark below two frames queued)"),
+               ), record=DualPi2Params),
 )}
 
 DISCIPLINES = tuple(CATALOGUE)

@@ -238,6 +238,13 @@ def _check_queue(queue: QueueSpec, raw: dict[str, Any], base: str) -> None:
                 "typically 5-10%",
                 field=blame("target", "interval"),
             )
+    elif queue.discipline == DisciplineName.DUALPI2:
+        if "step_thresh" in raw and "step_packets" in raw:
+            raise SpecError(
+                "set step_thresh (a sojourn time) or step_packets (an L-queue length), not both: the step "
+                "threshold is one or the other",
+                field=field_of(base, "step_packets"),
+            )
     elif queue.discipline == DisciplineName.RED:
         unit = limit_key  # RED's thresholds count what the limit counts
         limit = queue.bytes if queue.bytes is not None else queue.packets

@@ -32,6 +32,7 @@ QDISC_PROBES: dict[str, list[str]] = {
             "burst", "55", "bandwidth", "10mbit", "probability", "0.02"],
     "pie": [],
     "cake": [],
+    "dualpi2": [],  # Linux 6.17 and later
     "fq": [],
 }
 UNKNOWN_QDISC = "Specified qdisc kind is unknown"
@@ -108,7 +109,15 @@ def check_congestion_control(cc: str, field: str, *, as_default: bool = False) -
         raise MachineError(f"congestion control {cc!r} is not available in this kernel (it has: "
                            f"{', '.join(sorted(have.available))}); pick one of those or load its module "
                            f"(modprobe tcp_{cc})", field=field)
-    if as_default and have.allowed is not None and cc not in have.allowed:
+    if as_default:
+        check_default_allowed(cc, field, have)
+
+
+def check_default_allowed(cc: str, field: str, have: CongestionControls | None = None) -> None:
+    """That a namespace may make `cc` its default (the kernel lists it in
+    tcp_allowed_congestion_control); else a MachineError that says how to allow it."""
+    have = have or congestion_controls()
+    if have.allowed is not None and cc not in have.allowed:
         allowed = " ".join([*sorted(have.allowed), cc])
         raise MachineError(f"{cc} is restricted here: a namespace may default only to "
                            f"{', '.join(sorted(have.allowed))}; allow it with sysctl -w "

@@ -35,8 +35,9 @@ KIND_ENQUEUE, KIND_DEQUEUE, KIND_DROP, KIND_MARK = 1, 2, 3, 4
 # Codes as in the core's DropReason and MarkReason (datapath/core/src/reason.rs; bloatlab-link --describe).
 DROP_REASONS = {1: "loss", 2: "queue_full", 3: "head_drop", 4: "oversize", 5: "runt", 6: "red_early",
                 7: "red_forced", 8: "codel", 9: "pie_early", 10: "fq_overflow", 11: "cobalt", 12: "blue",
-                13: "cake_overflow", 14: "ack_filter"}
-MARK_REASONS = {1: "red_early", 2: "red_forced", 3: "codel", 4: "pie", 5: "cobalt"}
+                13: "cake_overflow", 14: "ack_filter", 15: "dualpi2_classic", 16: "dualpi2_overload"}
+MARK_REASONS = {1: "red_early", 2: "red_forced", 3: "codel", 4: "pie", 5: "cobalt", 6: "dualpi2_classic",
+                7: "dualpi2_coupled", 8: "dualpi2_step"}
 # Drops before the queue: emulated loss and frames the link cannot carry.
 PRE_QUEUE_DROP_REASONS = (1, 4, 5)
 

@@ -113,6 +113,28 @@ class TinStats(_Plain):
 
 
 @dataclass(frozen=True)
+class DualPi2Stats(_Plain):
+    """A dualpi2 queue as `tc -s qdisc` shows it: p' (the C queue's probability is its square,
+    the L queue's coupling_factor times it), each queue's head delay when the stats were
+    written, packets let into each queue, the most an arrival found queued (maxq), CE marks
+    (ecn_mark: all of them, step_mark: the L queue's own), the scheduler's credit in bytes (at
+    or below 0 the L queue goes next), and memory."""
+
+    prob: float
+    delay_c_us: int
+    delay_l_us: int
+    pkts_in_c: int
+    pkts_in_l: int
+    maxq: int
+    ecn_mark: int
+    step_mark: int
+    credit: int
+    memory_used_bytes: int
+    max_memory_used_bytes: int
+    memory_limit_bytes: int
+
+
+@dataclass(frozen=True)
 class DirectionStats:
     """One link direction's counters since the datapath started."""
 
@@ -134,6 +156,7 @@ class DirectionStats:
     worker: int  # its worker's index in the stats' workers
     capture: CaptureStats | None = None  # captured directions only
     tins: tuple[TinStats, ...] | None = None  # a discipline's classes (CAKE's tins) only
+    dualpi2: DualPi2Stats | None = None  # a dualpi2 queue's own figures only
 
     @classmethod
     def from_json(cls, doc: dict[str, Any]) -> DirectionStats:
@@ -145,16 +168,19 @@ class DirectionStats:
                    depart_error_ns=Lateness.from_json(doc["depart_error_ns"]),
                    late_arrivals=LateArrivals.from_json(doc["late_arrivals"]), worker=doc["worker"],
                    capture=CaptureStats.from_json(doc["capture"]) if "capture" in doc else None,
-                   tins=tuple(TinStats.from_json(t) for t in doc["tins"]) if "tins" in doc else None)
+                   tins=tuple(TinStats.from_json(t) for t in doc["tins"]) if "tins" in doc else None,
+                   dualpi2=DualPi2Stats.from_json(doc["dualpi2"]) if "dualpi2" in doc else None)
 
     def to_dict(self) -> dict[str, Any]:
-        doc = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("capture", "tins")}
+        doc = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("capture", "tins", "dualpi2")}
         doc.update(drops=dict(self.drops), marks=dict(self.marks), departures_by_dscp=dict(self.departures_by_dscp),
                    depart_error_ns=self.depart_error_ns.to_dict(), late_arrivals=self.late_arrivals.to_dict())
         if self.capture is not None:  # else absent, as in the file
             doc["capture"] = self.capture.to_dict()
         if self.tins is not None:
             doc["tins"] = [t.to_dict() for t in self.tins]
+        if self.dualpi2 is not None:
+            doc["dualpi2"] = self.dualpi2.to_dict()
         return _in_key_order(doc)
 
 

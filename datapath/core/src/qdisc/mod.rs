@@ -7,6 +7,7 @@
 
 mod cake;
 mod codel;
+mod dualpi2;
 mod fifo;
 mod fq_codel;
 mod pie;
@@ -18,6 +19,7 @@ mod testkit;
 
 pub use cake::{AckFilter, Cake, CakeParams, DiffservMode, FlowMode, Framing, TinReport, TinStats};
 pub use codel::{Codel, CodelParams};
+pub use dualpi2::{DualPi2, DualPi2Params, DualPi2Stats, EcnMask};
 pub use fifo::{Fifo, Limit, Overflow};
 pub use fq_codel::{FqCodel, FqCodelParams};
 pub use pie::{Pie, PieParams};
@@ -117,6 +119,11 @@ pub trait QueueDisc: Send {
     fn tins(&self) -> Vec<TinReport> {
         Vec::new()
     }
+    /// DualPI2's figures as `tc -s qdisc` shows them, its head delays taken at `now`; None
+    /// for the others.
+    fn dualpi2(&self, _now: Instant) -> Option<DualPi2Stats> {
+        None
+    }
     fn backlog_pkts(&self) -> usize;
     fn backlog_bytes(&self) -> usize;
     fn name(&self) -> &'static str;
@@ -132,6 +139,7 @@ pub enum QueueConfig {
     Red(Limit, RedParams),
     Pie(Limit, PieParams),
     Cake(Limit, CakeParams),
+    DualPi2(Limit, DualPi2Params),
 }
 
 impl QueueConfig {
@@ -144,6 +152,7 @@ impl QueueConfig {
             QueueConfig::Red(l, p) => p.validate(*l),
             QueueConfig::Pie(_, p) => p.validate(),
             QueueConfig::Cake(_, p) => p.validate(),
+            QueueConfig::DualPi2(_, p) => p.validate(),
         }
     }
     /// The discipline; `seed` perturbs what needs it (FQ-CoDel's flow hash).
@@ -156,6 +165,7 @@ impl QueueConfig {
             QueueConfig::Red(limit, p) => Box::new(Red::new(*limit, p.clone())),
             QueueConfig::Pie(limit, p) => Box::new(Pie::new(*limit, p.clone())),
             QueueConfig::Cake(limit, p) => Box::new(Cake::new(*limit, p.clone(), seed)),
+            QueueConfig::DualPi2(limit, p) => Box::new(DualPi2::new(*limit, p.clone())),
         }
     }
 }
@@ -223,6 +233,10 @@ impl Queue {
     /// The discipline's classes and their counters (see `QueueDisc::tins`).
     pub fn tins(&self) -> Vec<TinReport> {
         self.disc.tins()
+    }
+    /// DualPI2's figures at `now` (see `QueueDisc::dualpi2`).
+    pub fn dualpi2(&self, now: Instant) -> Option<DualPi2Stats> {
+        self.disc.dualpi2(now)
     }
     /// When the discipline will give a packet it holds back now (see `QueueDisc::ready_at`).
     pub fn ready_at(&self) -> Option<Instant> {

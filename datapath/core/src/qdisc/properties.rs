@@ -1,11 +1,12 @@
 //! Property tests: every discipline, driven by random arrivals and dequeues from many seeds,
 //! keeps the accounting identities (the `Queue` wrapper asserts them after every operation),
-//! gives every packet exactly one fate, and never reorders a flow.
+//! gives every packet exactly one fate, and never reorders a flow (within its queue, for
+//! DualPI2, which sends a flow's L4S and classic packets down two queues).
 
 use std::collections::HashMap;
 
 use super::testkit::{Harness, MS, US};
-use super::{CakeParams, CodelParams, FlowMode, FqCodelParams, Limit, PieParams, QueueConfig, QueueEvent, RedParams};
+use super::{CakeParams, CodelParams, DualPi2Params, EcnMask, FlowMode, FqCodelParams, Limit, PieParams, QueueConfig, QueueEvent, RedParams};
 use crate::rng::Rng;
 use crate::wire::Ecn;
 
@@ -27,6 +28,12 @@ fn configs() -> Vec<QueueConfig> {
         QueueConfig::Pie(Limit::Bytes(80_000), PieParams { ecn: true, bytemode: true, dq_rate_estimator: true, ..Default::default() }),
         QueueConfig::Cake(Limit::Packets(60), CakeParams { memory_limit_bytes: Some(50_000), ..Default::default() }),
         QueueConfig::Cake(Limit::Bytes(40_000), CakeParams { flow_mode: FlowMode::Flowblind, target: MS_5, interval: MS_50, ..Default::default() }),
+        QueueConfig::DualPi2(Limit::Packets(60), DualPi2Params { target: MS_5, tupdate: MS_5, ..Default::default() }),
+        QueueConfig::DualPi2(
+            Limit::Bytes(60_000),
+            DualPi2Params { drop_early: true, drop_on_overload: false, ecn_mask: EcnMask::AnyEct, memory_limit_bytes: Some(50_000), step_packets: Some(3), ..Default::default() },
+        ),
+        QueueConfig::DualPi2(Limit::Packets(100), DualPi2Params { alpha: 5.0, beta: 50.0, classic_protection_percent: 50, min_qlen_step: 2, ..Default::default() }),
     ]
 }
 
@@ -42,6 +49,8 @@ fn every_packet_has_one_fate_and_flows_keep_their_order() {
             let mut t = 0u64;
             let mut offered = 0u64;
             let mut out = Vec::new();
+            // Which of DualPI2's queues each packet went to (0 for other disciplines).
+            let mut lane = HashMap::new();
             for _ in 0..3000 {
                 // Bursty arrivals against a server that sometimes stalls: the queue fills and drains.
                 t += r.below_incl(800) * US / 4;
@@ -50,6 +59,9 @@ fn every_packet_has_one_fate_and_flows_keep_their_order() {
                     let len = [64u32, 576, 1500, 1514][r.below_incl(3) as usize];
                     let ecn = [Ecn::NotEct, Ecn::Ect0, Ecn::Ect1, Ecn::Ce][r.below_incl(3) as usize];
                     let p = h.packet(flow, ecn, len);
+                    if let QueueConfig::DualPi2(_, dp) = &cfg {
+                        lane.insert(p.id, dp.ecn_mask.to_l(ecn));
+                    }
                     h.offer(t, p);
                     offered += 1;
                 }
@@ -69,9 +81,9 @@ fn every_packet_has_one_fate_and_flows_keep_their_order() {
                 }
             }
             assert!(seen.values().all(|&n| n == 1), "{cfg:?} seed {seed}: a packet with two fates");
-            let mut last: HashMap<u32, u64> = HashMap::new();
+            let mut last: HashMap<(u32, bool), u64> = HashMap::new();
             for (flow, id) in out {
-                let prev = last.insert(flow, id);
+                let prev = last.insert((flow, lane.get(&id).copied().unwrap_or(false)), id);
                 assert!(prev.map_or(true, |p| p < id), "{cfg:?} seed {seed}: flow {flow} reordered");
             }
             let s = h.q.stats();

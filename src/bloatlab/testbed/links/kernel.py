@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from bloatlab.specs.disciplines import CATALOGUE, MTU_FRAME_BYTES, DisciplineName
+from bloatlab.specs.disciplines import CATALOGUE, MTU_FRAME_BYTES, DisciplineName, DualPi2Params
 from bloatlab.specs.model import DirectionSpec, LinkSpec, QueueSpec
 from bloatlab.testbed import netns
 from bloatlab.testbed.links.base import DIRECTIONS, LinkBackend, Port, Refusal, middle_ifaces
@@ -67,13 +67,16 @@ def kernel_needs(direction: DirectionSpec, which: str) -> list[KernelNeed]:
 
 # The AQM disciplines and the Linux qdisc of each (the same names).
 AQM_QDISCS = {DisciplineName.CODEL: "codel", DisciplineName.FQ_CODEL: "fq_codel", DisciplineName.RED: "red",
-              DisciplineName.PIE: "pie", DisciplineName.CAKE: "cake"}
+              DisciplineName.PIE: "pie", DisciplineName.CAKE: "cake", DisciplineName.DUALPI2: "dualpi2"}
 CAKE_KERNEL_PACKETS = 10240  # Linux cake's packet limit, which tc cannot set
 CAKE_TC_TARGET_DIVISOR = 20  # tc's `rtt` sets cake's interval, and its target to a twentieth of it
 # tc's pie reads alpha and beta as whole numbers 0..32 in units of 1/16 per second.
 PIE_TC_SCALE = 16
 PIE_TC_MAX = 32
 FQ_CODEL_MIN_QUANTUM_BYTES = 256  # Linux raises a smaller quantum to this
+# tc's dualpi2 sends alpha and beta in 1/256 Hz, from 1 to 2^31 - 1 of them, and its times in us.
+DUALPI2_TC_SCALE = 256
+DUALPI2_TC_MAX = 2**31 - 1
 
 
 def _aqm_needs(queue: QueueSpec, rate_bps: int | None, which: str) -> list[KernelNeed]:
@@ -130,10 +133,33 @@ def _aqm_needs(queue: QueueSpec, rate_bps: int | None, which: str) -> list[Kerne
         for key, changed, why_not in fixed:
             if changed:
                 refuse(key, why_not, f'leave {key} out or use backend = "userspace"')
+    if name == DisciplineName.DUALPI2:
+        refusals += _dualpi2_refusals(p, field, what)
     if name == DisciplineName.FQ_CODEL and p.quantum_bytes < FQ_CODEL_MIN_QUANTUM_BYTES:
         refuse("quantum", f"Linux fq_codel raises a quantum below {FQ_CODEL_MIN_QUANTUM_BYTES} bytes to that",
                f'write a quantum of at least {FQ_CODEL_MIN_QUANTUM_BYTES} or use backend = "userspace"')
     return refusals or [KernelNeed(field, f"a {qdisc} queue", qdisc)]
+
+
+def _dualpi2_refusals(p: DualPi2Params, field: str, what: str) -> list[KernelNeed]:
+    """What of a dualpi2 queue tc cannot hand Linux as it is: gains off tc's 1/256 grid, times
+    finer than a microsecond."""
+    default = CATALOGUE[DisciplineName.DUALPI2]
+    refusals = []
+    for key, value in (("alpha", p.alpha), ("beta", p.beta)):
+        scaled = value * DUALPI2_TC_SCALE  # exact: a multiple of 1/256 is exact in binary
+        if not scaled.is_integer() or not 1 <= scaled <= DUALPI2_TC_MAX:
+            refusals.append(KernelNeed(
+                f"{field}.{key}", what, None,
+                f"tc's dualpi2 takes {key} in steps of 1/256 above 0, and {value:g} is not one",
+                f"write a multiple of 0.00390625 (e.g. {default.param(key).default:.10g}) "
+                'or use backend = "userspace"'))
+    for key, ns in (("target", p.target_ns), ("tupdate", p.tupdate_ns), ("step_thresh", p.step_thresh_ns)):
+        if ns % 1000:
+            refusals.append(KernelNeed(f"{field}.{key}", what, None,
+                                       f"Linux dualpi2 counts {key} in whole microseconds",
+                                       f'round {key} to a microsecond or use backend = "userspace"'))
+    return refusals
 
 
 def qdiscs_wanted(links: Iterable[LinkSpec]) -> list[str]:
@@ -268,6 +294,8 @@ def _aqm_qdisc(q: QueueSpec, rate_bps: int | None) -> list[str]:
                 {"off": "no-ack-filter", "conservative": "ack-filter", "aggressive": "ack-filter-aggressive"}[
                     p.ack_filter]]
         return args + (["memlimit", str(p.memory_limit_bytes)] if p.memory_limit_bytes else [])
+    if q.discipline == DisciplineName.DUALPI2:
+        return _dualpi2_qdisc(q, p)
     if q.discipline == DisciplineName.PIE:
         args = ["pie", "limit", str(q.packets), "target", _tc_time(p.target_ns), "tupdate", _tc_time(p.tupdate_ns),
                 "alpha", str(int(p.alpha * PIE_TC_SCALE)), "beta", str(int(p.beta * PIE_TC_SCALE)),
@@ -277,6 +305,19 @@ def _aqm_qdisc(q: QueueSpec, rate_bps: int | None) -> list[str]:
             "avpkt", str(p.avpkt_bytes), "burst", str(p.burst_pkts),
             "probability", f"{p.probability:.12g}", "bandwidth", f"{p.bandwidth_bps}bit"]
     return args + [flag for flag, on in (("ecn", p.ecn), ("harddrop", p.harddrop), ("adaptive", p.adaptive)) if on]
+
+
+def _dualpi2_qdisc(q: QueueSpec, p: DualPi2Params) -> list[str]:
+    """tc's dualpi2, every parameter written out; a derived memory limit is left to Linux, which
+    derives it alike (limit x 2 x MTU)."""
+    step = f"{p.step_packets}p" if p.step_packets is not None else _tc_time(p.step_thresh_ns)
+    args = ["dualpi2", "limit", str(q.packets), "target", _tc_time(p.target_ns), "tupdate", _tc_time(p.tupdate_ns),
+            "alpha", f"{p.alpha:.10g}", "beta", f"{p.beta:.10g}", "step_thresh", step,
+            "min_qlen_step", str(p.min_qlen_step), "coupling_factor", str(p.coupling_factor),
+            "drop_on_overload" if p.drop_on_overload else "overflow",
+            "drop_enqueue" if p.drop_early else "drop_dequeue",
+            "classic_protection", f"{p.classic_protection_percent}%", p.ecn_mask]
+    return args + (["memlimit", str(p.memory_limit_bytes)] if p.memory_limit_bytes is not None else [])
 
 
 def _tc_ecn(on: bool) -> str:

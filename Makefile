@@ -21,8 +21,16 @@ EXTRAS ?= test
 # command:Debian package, for the tools the experiments run.
 TOOLS := ip:iproute2 tc:iproute2 iperf3:iperf3 ping:iputils-ping curl:curl ethtool:ethtool \
 	irtt:irtt nghttpd:nghttp2-server openssl:openssl
+# What builds bloatlab's BPF DCTCP (bpf/bloatlab_dctcp.bpf.c), for kernels without tcp_dctcp, as
+# command (or file):Debian package. Optional: asked for only where the kernel has BTF, and a machine
+# that cannot have them still sets up, without cc = "dctcp" (bloatlab doctor says why).
+BPF_TOOLS := clang:clang bpftool:bpftool /usr/include/bpf/bpf_helpers.h:libbpf-dev
+BTF := /sys/kernel/btf/vmlinux
+BPF_SOURCE := bpf/bloatlab_dctcp.bpf.c
+BPF_DIR := target/bpf
+BPF_OBJECT := $(BPF_DIR)/bloatlab_dctcp.bpf.o
 
-.PHONY: help setup packages build venv test demo bench docs clean
+.PHONY: help setup packages build bpf venv test demo bench docs clean
 
 help: ## list the targets
 	@grep -E '^[a-z]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/^([a-z]+):.*## /\1\t/' \
@@ -32,7 +40,7 @@ setup: packages build venv ## everything below: packages, the datapath binary, .
 
 # The packages' own daemons (irtt's server) are not started: policy-rc.d refuses them while
 # installing, unless the machine has its own policy.
-packages: ## apt-get install only what is missing (tools, python3-venv, cargo, a C linker)
+packages: ## apt-get install only what is missing (tools, python3-venv, cargo, a C linker; clang, bpftool, libbpf-dev where the kernel has BTF)
 	@have() { command -v "$$1" >/dev/null 2>&1 || test -x "/usr/sbin/$$1" || test -x "/sbin/$$1"; }; \
 	missing=""; \
 	for pair in $(TOOLS); do have "$${pair%%:*}" || missing="$$missing $${pair#*:}"; done; \
@@ -42,28 +50,61 @@ packages: ## apt-get install only what is missing (tools, python3-venv, cargo, a
 	[ -n "$(CARGO)" ] || missing="$$missing cargo"; \
 	have cc || missing="$$missing gcc libc6-dev"; \
 	missing=$$(printf '%s\n' $$missing | sort -u | tr '\n' ' '); \
-	if [ -z "$${missing// /}" ]; then echo "packages: nothing missing"; exit 0; fi; \
-	if [ "$$(id -u)" != 0 ]; then echo "packages: missing: $$missing- run as root, or install them" >&2; exit 1; fi; \
-	echo "packages: installing $$missing"; \
+	optional=""; \
+	if [ -r $(BTF) ]; then for pair in $(BPF_TOOLS); do \
+		case "$${pair%%:*}" in /*) test -e "$${pair%%:*}" ;; *) have "$${pair%%:*}" ;; esac \
+			|| optional="$$optional $${pair#*:}"; done; fi; \
+	if [ -z "$${missing// /}" ] && [ -z "$${optional// /}" ]; then echo "packages: nothing missing"; exit 0; fi; \
+	if [ "$$(id -u)" != 0 ]; then \
+		if [ -n "$${optional// /}" ]; then echo "packages: missing for cc = \"dctcp\" (optional):$$optional" >&2; fi; \
+		if [ -z "$${missing// /}" ]; then exit 0; fi; \
+		echo "packages: missing: $$missing- run as root, or install them" >&2; exit 1; fi; \
+	echo "packages: installing $$missing$$optional"; \
 	printf '%s\n' 'iperf3 iperf3/start_daemon boolean false' \
 		'wireshark-common wireshark-common/install-setuid boolean false' | debconf-set-selections; \
 	export DEBIAN_FRONTEND=noninteractive; \
 	apt-get update -q; \
 	policy=/usr/sbin/policy-rc.d; own_policy=""; \
 	if [ ! -e $$policy ]; then printf '#!/bin/sh\nexit 101\n' > $$policy; chmod +x $$policy; own_policy=1; fi; \
-	rc=0; apt-get install -y -q $$missing || rc=$$?; \
+	rc=0; if [ -n "$${missing// /}" ]; then apt-get install -y -q $$missing || rc=$$?; fi; \
+	if [ $$rc -eq 0 ] && [ -n "$${optional// /}" ]; then apt-get install -y -q $$optional \
+		|| echo "packages: could not install$$optional; cc = \"dctcp\" needs them where the kernel has no tcp_dctcp" >&2; fi; \
 	if [ -n "$$own_policy" ]; then rm -f $$policy; fi; \
 	[ $$rc -eq 0 ] || exit $$rc; \
 	if command -v systemctl >/dev/null 2>&1 && systemctl is-enabled irtt.service >/dev/null 2>&1; then \
 		if systemctl disable --now irtt.service >/dev/null 2>&1; then \
 			echo "packages: disabled irtt.service (an irtt server on every address); runs start their own"; fi; fi
 
-build: packages ## cargo build --release: target/release/bloatlab-link
+build: packages ## cargo build --release: target/release/bloatlab-link; then the BPF DCTCP (make bpf)
 	@test -n "$(CARGO)" || { echo "build: no cargo on PATH or in ~/.cargo/bin" >&2; exit 1; }
 	@minor=$$($(CARGO) --version | sed -nE 's/^cargo 1\.([0-9]+).*/\1/p'); \
 	test -n "$$minor" && [ "$$minor" -ge $(RUST_MIN) ] || { echo "build: $$($(CARGO) --version) is too old:" \
 		"bloatlab-link needs Rust 1.$(RUST_MIN) or newer; install it with rustup (https://rustup.rs): Debian bookworm's is older" >&2; exit 1; }
 	$(CARGO) build --release
+	@$(MAKE) --no-print-directory bpf
+
+# The object is built against this kernel's BTF (vmlinux.h, written at each build and replaced
+# only when it changed) into target/bpf, where bloatlab.binaries finds it. Nothing here fails the
+# build: without BTF or clang there is no object, and cc = "dctcp" is available only where the
+# kernel has tcp_dctcp (bloatlab doctor says which).
+bpf: ## the BPF DCTCP (bpf/bloatlab_dctcp.bpf.c) into target/bpf, where the kernel has BTF and clang is here
+	@if [ ! -r $(BTF) ]; then echo "bpf: skipped: this kernel has no BTF ($(BTF)); cc = \"dctcp\" needs its tcp_dctcp"; exit 0; fi; \
+	have() { command -v "$$1" >/dev/null 2>&1 || test -x "/usr/sbin/$$1" || test -x "/sbin/$$1"; }; \
+	bpftool=$$(command -v bpftool || { test -x /usr/sbin/bpftool && echo /usr/sbin/bpftool; } \
+		|| { test -x /sbin/bpftool && echo /sbin/bpftool; } || true); \
+	if ! have clang || [ -z "$$bpftool" ] || [ ! -e /usr/include/bpf/bpf_helpers.h ]; then \
+		echo "bpf: skipped: needs clang, bpftool and libbpf-dev (make packages installs them as root)"; exit 0; fi; \
+	mkdir -p $(BPF_DIR); \
+	if ! "$$bpftool" btf dump file $(BTF) format c > $(BPF_DIR)/vmlinux.h.new; then \
+		rm -f $(BPF_DIR)/vmlinux.h.new; echo "bpf: skipped: bpftool could not read $(BTF)" >&2; exit 0; fi; \
+	if cmp -s $(BPF_DIR)/vmlinux.h.new $(BPF_DIR)/vmlinux.h; then rm $(BPF_DIR)/vmlinux.h.new; \
+	else mv $(BPF_DIR)/vmlinux.h.new $(BPF_DIR)/vmlinux.h; fi; \
+	if [ $(BPF_OBJECT) -nt $(BPF_DIR)/vmlinux.h ] && [ $(BPF_OBJECT) -nt $(BPF_SOURCE) ]; then exit 0; fi; \
+	arch=$$(uname -m | sed -e 's/x86_64/x86/' -e 's/aarch64/arm64/' -e 's/ppc64le/powerpc/' -e 's/s390x/s390/'); \
+	echo "bpf: clang $(BPF_SOURCE) -> $(BPF_OBJECT)"; \
+	if clang -O2 -g -Wall -Werror -target bpf -D__TARGET_ARCH_$$arch -I $(BPF_DIR) \
+		-c $(BPF_SOURCE) -o $(BPF_OBJECT).new; then mv $(BPF_OBJECT).new $(BPF_OBJECT); \
+	else rm -f $(BPF_OBJECT).new $(BPF_OBJECT); echo "bpf: the BPF DCTCP did not compile (above); cc = \"dctcp\" is unavailable" >&2; fi
 
 venv: $(VENV)/.stamp-$(EXTRAS) ## .venv with bloatlab installed editable, with the extras (make test: test,sim,cluster)
 	@# Bytecode for the sources, as pip writes it for an installed wheel: with none (an editable

@@ -1,11 +1,14 @@
-"""Where bloatlab's Rust binaries are, and whether they are this bloatlab's: the one place that
-finds bloatlab-link and bloatlab-replay.
+"""Where bloatlab's built artefacts are, and whether they are this bloatlab's: the one place that
+finds bloatlab-link and bloatlab-replay, and the BPF objects (the BPF DCTCP).
 
 In order: the environment variable that names the binary; in a source checkout (development),
 its release build (`make build` writes target/release), so a rebuilt datapath is used at once;
 the binaries installed with the package (a wheel carries them in bloatlab/_bin); then PATH.
 A binary reports its version (`--version`); one of another version than bloatlab's is refused
 with a one-line error, since its config and its stats may differ.
+
+A BPF object is built by `make build` against the running kernel's BTF into target/bpf (a
+checkout's), or found in bloatlab/_bin beside the binaries; its variable overrides both.
 """
 
 from __future__ import annotations
@@ -27,6 +30,13 @@ BINARIES = {
     "bloatlab-link": ("BLOATLAB_LINK", "the userspace link backend needs it"),
     "bloatlab-replay": ("BLOATLAB_REPLAY", "bloatlab replay needs it"),
 }
+
+
+# BPF object -> (the variable that overrides where it is, what needs it: for the error).
+BPF_OBJECTS = {
+    "bloatlab_dctcp.bpf.o": ("BLOATLAB_DCTCP_BPF", 'cc = "dctcp" on a kernel without tcp_dctcp needs it'),
+}
+REPO_BPF = _CHECKOUT / "target" / "bpf" if REPO_RELEASE is not None else None  # make build writes it
 
 
 def _executable(path: Path) -> bool:
@@ -91,3 +101,16 @@ def verified(name: str, output: Callable[[list[str]], str]) -> Path:
         check(name, path, output(version_argv(path)))
         _verified.add(path)
     return path
+
+
+def locate_object(name: str) -> Path | None:
+    """The BPF object, or None where none is built; a variable that names no file is an error."""
+    env_var, _ = BPF_OBJECTS[name]
+    if env := os.environ.get(env_var):
+        if not Path(env).is_file():
+            raise MachineError(f"{env} is not a file; fix the variable or unset it", field=env_var)
+        return Path(env)
+    for place in (REPO_BPF, PACKAGE_BIN):
+        if place is not None and (place / name).is_file():
+            return place / name
+    return None

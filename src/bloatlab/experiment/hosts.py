@@ -29,3 +29,7 @@ class Hosts(Protocol):
 
     def namespace(self, node: str) -> str:
         """The host's network namespace; an error naming the host when there is no such host."""
+
+    def congestion_control(self, cc: str) -> str:
+        """The kernel's name for the spec's congestion control `cc` on these hosts (dctcp may be
+        bloatlab's BPF stand-in, bloatlab_dctcp): what a tool's socket or a route is given."""

@@ -38,6 +38,19 @@ def wait_listening(net: Hosts, host: str, port: int, what: str, timeout_s: float
     raise MachineError(f"the {what} in {host} did not listen on port {port} within {timeout_s:g} s")
 
 
+def route_congestion_control(net: Hosts, host: str, peer: str, cc: str) -> None:
+    """Every TCP connection of `host` with `peer` starts with congestion control `cc` (the
+    kernel's name): a /32 route to the peer with `congctl`. The kernel gives a connection its
+    route's congestion control before the handshake, an active one before its SYN and a passive
+    one from the SYN it answers, whatever its listener's; a tool that sets its own on a connected
+    socket changes it afterwards. A route whose congestion control needs ECN also accepts an ECN
+    handshake whose SYN is ECT, as DCTCP's is (Linux otherwise refuses one)."""
+    words = net.exec(host, ["ip", "-o", "route", "get", net.address(peer)], check=True).stdout.split()
+    via = ["via", words[words.index("via") + 1]] if "via" in words else []
+    net.exec(host, ["ip", "route", "replace", f"{net.address(peer)}/32", *via, "dev", words[words.index("dev") + 1],
+                    "congctl", cc], check=True)
+
+
 def pick_ports(count: int, rng: random.Random | None = None) -> list[int]:
     """Distinct ports for a run's servers. Random, so two runs at once (whose hosts all have
     10.0.0.x addresses) can tell their flows apart in the global tcp_probe tracepoint."""

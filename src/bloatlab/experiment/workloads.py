@@ -29,10 +29,11 @@ from bloatlab.experiment.hosts import Hosts
 from bloatlab.experiment.parsers import IperfResult, parse_iperf3, parse_iperf3_intervals, parse_ping_replies, parse_ping_summary
 from bloatlab.experiment.record import BulkSummary, Collected, FlowSummary, IrttSummary, UdpSummary
 from bloatlab.experiment.responsiveness.workload import ResponsivenessTest
-from bloatlab.experiment.running import Running, last_line
+from bloatlab.experiment.running import Running, last_line, route_congestion_control
 from bloatlab.specs import dscp
-from bloatlab.specs.model import Bulk, Irtt, Ping, Responsiveness, Udp, Web, Workload
-from bloatlab.testbed import capabilities, machine
+from bloatlab.specs.model import Bulk, Irtt, Ping, Udp, Web, Workload
+from bloatlab.specs.workloads import BOTH_ENDS_CCS, tcp_ends
+from bloatlab.testbed import congestion, machine
 
 IPERF_INTERVAL_S = 0.1
 
@@ -121,11 +122,27 @@ class IperfFlow(Running):
         raise NotImplementedError
 
 
+def pin_both_ends(running: Running) -> None:
+    """A TCP workload whose congestion control both ends must run (dctcp): each of its two hosts'
+    route to the other gives every TCP connection between them that congestion control from its
+    handshake on. iperf3 sets -C only once connected, and curl never: without the routes their
+    SYNs would not ask for DCTCP's ECN, nor the listeners accept it."""
+    ends = tcp_ends(running.w)
+    if ends is not None and ends[2] in BOTH_ENDS_CCS:
+        name = running.net.congestion_control(ends[2])
+        route_congestion_control(running.net, ends[0], ends[1], name)
+        route_congestion_control(running.net, ends[1], ends[0], name)
+
+
 class BulkFlow(IperfFlow):
     w: Bulk
 
+    def prepare(self) -> None:
+        pin_both_ends(self)
+        super().prepare()
+
     def client_args(self) -> list[str]:
-        args = ["-C", self.w.cc, *(["--dscp", str(self.w.dscp)] if self.w.dscp else [])]
+        args = ["-C", self.net.congestion_control(self.w.cc), *(["--dscp", str(self.w.dscp)] if self.w.dscp else [])]
         if self.w.buffer_bytes:
             args += ["-w", str(self.w.buffer_bytes)]
         return args
@@ -240,12 +257,13 @@ class WebFetches(Running):
     w: Web
 
     def prepare(self) -> None:
+        pin_both_ends(self)
         self.docroot = self.net.state_dir / f"web-{self.w.name}"  # goes with the network, even after a crash
         self.docroot.mkdir(parents=True)
         # Incompressible and reproducible: the same page in every run.
         (self.docroot / "index.html").write_bytes(random.Random(self.w.size_bytes).randbytes(self.w.size_bytes))
         argv = [sys.executable, "-m", "bloatlab.experiment.httpd", self.net.address(self.w.server), str(self.port),
-                str(self.docroot), self.w.cc]
+                str(self.docroot), self.net.congestion_control(self.w.cc)]
         self._spawn(self.w.server, argv, self.raw / f"{self.w.name}.server.log")
         self.servers.append((self.w.server, self.port, f"web server of {self.w.name}", False))
         self.failures: list[str] = []
@@ -348,8 +366,16 @@ def check_tools(workloads: list[Workload]) -> None:
     machine.check_tools([tool for w in workloads for tool in TOOLS_OF[w.kind]], field="workloads")
 
 
+def congestion_controls(workloads: list[Workload]) -> list[str]:
+    """The congestion controls the TCP workloads ask for, by the spec's names: what their
+    network provides (a BPF stand-in for one the kernel lacks) before its hosts are built."""
+    return list(dict.fromkeys(ends[2] for w in workloads if (ends := tcp_ends(w)) is not None and ends[2]))
+
+
 def check_congestion_controls(workloads: list[Workload]) -> None:
-    """Every TCP workload's congestion control must be one this kernel has."""
+    """Every TCP workload's congestion control must be one this kernel has, or one bloatlab can
+    stand in for (dctcp); else one error naming the workload's cc and the fix."""
     for w in workloads:
-        if isinstance(w, (Bulk, Web)) or isinstance(w, Responsiveness) and w.cc:
-            capabilities.check_congestion_control(w.cc, f"workloads[{w.index}].cc")
+        ends = tcp_ends(w)
+        if ends is not None and ends[2]:
+            congestion.check(ends[2], f"workloads[{w.index}].cc")

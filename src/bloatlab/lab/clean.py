@@ -1,6 +1,7 @@
 """Removing what bloatlab left on this machine, whichever layer made it: networks (namespaces,
-datapath processes, /etc/netns and /run/bloatlab entries) and the TCP probe's tracefs
-instances. The journals of `bloatlab nic` are kept: `bloatlab nic restore` needs them.
+datapath processes, /etc/netns and /run/bloatlab entries, and the BPF congestion control they
+registered, once no network holds it) and the TCP probe's tracefs instances. The journals of
+`bloatlab nic` are kept: `bloatlab nic restore` needs them.
 
     clean_orphans  what no live process owns: a killed run's network and probes, a tool's
                    namespace whose process is gone; the networks of live runs and of

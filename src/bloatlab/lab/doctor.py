@@ -18,7 +18,7 @@ from bloatlab import binaries
 from bloatlab.errors import MachineError
 from bloatlab.sim import driver as sim_driver
 from bloatlab.specs.model import DirectionSpec, QueueSpec
-from bloatlab.testbed import capabilities
+from bloatlab.testbed import capabilities, congestion
 from bloatlab.testbed.machine import TOOLS
 from bloatlab.testbed.links.kernel import kernel_needs
 from bloatlab.version import __version__
@@ -40,6 +40,7 @@ QDISC_SOURCES: dict[str, tuple[str, str]] = {
     "red": ("sch_red", "CONFIG_NET_SCH_RED"),
     "pie": ("sch_pie", "CONFIG_NET_SCH_PIE"),
     "cake": ("sch_cake", "CONFIG_NET_SCH_CAKE"),
+    "dualpi2": ("sch_dualpi2", "CONFIG_NET_SCH_DUALPI2"),
     "fq": ("sch_fq", "CONFIG_NET_SCH_FQ"),
 }
 
@@ -58,6 +59,7 @@ FEATURES: dict[str, str] = {
     "queue_red_packets": "queue red (packets)",
     "queue_pie": "queue pie",
     "queue_cake": "queue cake",
+    "queue_dualpi2": "queue dualpi2",
     "trace": "trace-driven rate",
     "queue_at_sender": "queue_at = sender",
 }
@@ -78,6 +80,7 @@ FEATURE_SAMPLES: dict[str, tuple[DirectionSpec, str]] = {
     "queue_red_packets": (DirectionSpec(rate_bps=_RATE, queue=QueueSpec("red", packets=1000)), "queue"),
     "queue_pie": (DirectionSpec(rate_bps=_RATE, queue=QueueSpec("pie", packets=1000)), "queue"),
     "queue_cake": (DirectionSpec(rate_bps=_RATE, queue=QueueSpec("cake", packets=10240)), "queue"),
+    "queue_dualpi2": (DirectionSpec(rate_bps=_RATE, queue=QueueSpec("dualpi2", packets=10000)), "queue"),
     "trace": (DirectionSpec(trace=Path("cellular.trace")), "trace"),
 }
 
@@ -226,7 +229,7 @@ def collect() -> dict[str, Any]:
         "binaries": found,
         # `allowed`: what a host's `cc` may be (the kernel lets a namespace default to no other).
         "congestion_control": {"available": sorted(cc.available or ()), "allowed": sorted(cc.allowed or ()),
-                               "default": cc.default},
+                               "default": cc.default, "dctcp": congestion.dctcp_support().to_dict()},
     }
     report["backends"] = backend_support(report)
     report["simulation"] = sim_driver.status()
@@ -332,6 +335,8 @@ def render(report: dict[str, Any], ascii_only: bool = False) -> str:
     lines.append(f"  a host's default may be: {' '.join(cc['allowed']) or 'unknown'}"
                  " (net.ipv4.tcp_allowed_congestion_control)")
     lines.append("  (more may load as modules: modprobe tcp_<name>)")
+    if (dctcp := cc.get("dctcp")) is not None:
+        check(dctcp["provider"] is not None, "dctcp", congestion.Support(**dctcp).summary().removeprefix("dctcp: "))
 
     sim = report.get("simulation") or {"ns3": None, "compiler": None, "driver": None, "problem": None}
     section("Simulation (ns-3, for backend = \"ns3\")")

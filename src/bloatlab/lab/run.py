@@ -32,7 +32,7 @@ from bloatlab.experiment.probes import QueueSource, RunProbes, choose_tcp_probe
 from bloatlab.experiment.record import Collected, QueueMeasure, RunRecord
 from bloatlab.experiment.schedule import play
 from bloatlab.experiment.running import RunFault, Running, pick_ports
-from bloatlab.experiment.workloads import check_congestion_controls, check_tools, running
+from bloatlab.experiment.workloads import check_congestion_controls, check_tools, congestion_controls, running
 from bloatlab.interrupts import Interrupts
 from bloatlab.lab.executors import Executor, LocalExecutor, ParallelExecutor, RunResult, Tick
 from bloatlab.lab.outcome import Outcome, default_out, now, preload_writers, write_outcome
@@ -171,7 +171,8 @@ class Run:
         captures = Captures(self.dir.pcap, frozenset(exp.probes.pcap), exp.probes.pcap_snaplen,
                             exp.probes.pcap_limit_bytes) if exp.probes.pcap else None
         self.net = Network(exp.topology, record.network or network_name(), qlog_dir=self.dir.raw / "qlog",
-                           qlog_directions=set(exp.probes.queue), captures=captures, punctual=exp.punctual)
+                           qlog_directions=set(exp.probes.queue), captures=captures, punctual=exp.punctual,
+                           congestion_controls=congestion_controls(list(exp.workloads)))
         record.network = self.net.name
         self.workloads = [running(w, self.net, self.dir.raw, self.clock, record.ports[w.name])
                           for w in exp.workloads]

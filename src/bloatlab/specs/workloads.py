@@ -14,6 +14,12 @@ from bloatlab.specs.reading import NAME_RE, check_keys, congestion_control, fiel
 from bloatlab.specs.units import parse_duration_ns, parse_rate, parse_size_bytes
 
 DEFAULT_CC = "cubic"  # a TCP workload's, where neither it nor its sending host names one
+# Congestion controls both ends of a connection must run: DCTCP, for its ECN handshake (its SYN is
+# ECT, which Linux accepts only where the listener's congestion control needs ECN) and its
+# receiver's CE echo. iperf3 and curl choose one only once connected (or never), so the testbed
+# gives every TCP connection between the two hosts that congestion control by their routes
+# (experiment.running.route_congestion_control): every TCP workload between them must use it.
+BOTH_ENDS_CCS = frozenset({"dctcp"})
 MIN_PING_INTERVAL_NS = 10 * 10**6  # what the issue promises; ping itself goes lower as root
 MIN_IRTT_INTERVAL_NS = 10**6  # below 1 ms the probes are load (the server is started with no floor)
 MIN_RESPONSIVENESS_NS = 10 * 10**9  # idle probes, then MAD (4) intervals to saturate and MAD to be stable
@@ -92,12 +98,44 @@ def parse_workloads(raw: object, topology: Topology, duration_ns: int) -> list[W
                 raise SpecError(f"the responsiveness test gives every TCP connection from {test.server} to "
                                 f"{test.client} its cc ({test.cc}); use that cc here too, or another pair of hosts",
                                 field=field_of(field_of("workloads", w.index), "cc"))
+    _check_both_ends(workloads)
     web_cc: dict[str, str] = {}
     for w in workloads:
         if isinstance(w, Web) and web_cc.setdefault(w.server, w.cc) != w.cc:
             raise SpecError(f"another web workload on {w.server} uses {web_cc[w.server]}; a host's web "
                             "servers share one congestion control", field=field_of(field_of("workloads", w.index), "cc"))
     return workloads
+
+
+def tcp_ends(w: Workload) -> tuple[str, str, str | None] | None:
+    """A TCP workload's two hosts, sender first, with its congestion control (a responsiveness
+    test's may be None: each host's default); None for a workload that is not TCP."""
+    if isinstance(w, Bulk):
+        return w.src, w.dst, w.cc
+    if isinstance(w, (Web, Responsiveness)):
+        return w.server, w.client, w.cc
+    return None
+
+
+def _check_both_ends(workloads: list[Workload]) -> None:
+    """A pair of hosts one of whose TCP workloads runs a BOTH_ENDS_CCS congestion control runs it
+    for every TCP connection between them: every other TCP workload between them must ask for it."""
+    path_cc: dict[frozenset[str], tuple[str, Workload]] = {}
+    for w in workloads:
+        ends = tcp_ends(w)
+        if ends is not None and ends[2] in BOTH_ENDS_CCS:
+            path_cc.setdefault(frozenset(ends[:2]), (ends[2], w))
+    for w in workloads:
+        ends = tcp_ends(w)
+        if ends is None or frozenset(ends[:2]) not in path_cc:
+            continue
+        cc, first = path_cc[frozenset(ends[:2])]
+        if ends[2] != cc:
+            a, b, _ = tcp_ends(first) or ends
+            raise SpecError(f"{first.name} runs {cc} between {a} and {b}, and so does every TCP connection "
+                            f"between them ({cc} needs both ends: bloatlab sets it on their routes); use cc = "
+                            f'"{cc}" here too, or another pair of hosts',
+                            field=field_of(field_of("workloads", w.index), "cc"))
 
 
 def _stop(table: dict[str, Any], where: str, duration_ns: int) -> int:

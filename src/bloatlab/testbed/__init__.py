@@ -8,6 +8,8 @@ process, and takes them down again, also after a crash.
     diagnostics  what the datapath's stats say of a run: lateness against the machine, CPU, warnings
     netns        namespaces, and the netlink, ethtool and sysctl verbs the build uses
     state        the registry of networks (/run/bloatlab)
-    capabilities what this kernel offers (probed qdiscs)
+    capabilities what this kernel offers (probed qdiscs, its congestion controls)
+    congestion   a congestion control the kernel lacks (dctcp): bloatlab's BPF stand-in, registered
+                 while a network holds it
     machine      facts about the machine and its namespaces, for results
 """

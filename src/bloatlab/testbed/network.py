@@ -10,7 +10,9 @@ This is the only module that builds. Names:
     hosts        10.0.0.N/24 (Topology.address) and /etc/netns/bloatlab.NET.HOST/hosts naming
                  every host, which `ip netns exec` mounts as /etc/hosts
 Everything built is recorded in /run/bloatlab/NET (state.py) before it is built, so `down`
-and `clean` find it again, also after a crash.
+and `clean` find it again, also after a crash. So are the congestion controls its sockets use:
+one the kernel lacks (dctcp) is provided by congestion.py before the hosts are built, and a BPF
+stand-in registered for it is unregistered once no network's state names it.
 """
 
 from __future__ import annotations
@@ -23,14 +25,14 @@ import re
 import shutil
 import subprocess
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
 from bloatlab import interrupts, proc
 from bloatlab.errors import BloatlabError, MachineError, SpecError
 from bloatlab.specs.model import LinkSpec, Topology
-from bloatlab.testbed import capabilities, netns, state
+from bloatlab.testbed import capabilities, congestion, netns, state
 from bloatlab.testbed.datapath import BINARY_NAME as DATAPATH_BINARY, Datapath
 from bloatlab.testbed.datapath_stats import DatapathStats
 from bloatlab.testbed.links.base import Captures, LinkBackend, Port, Site, middle_ifaces
@@ -168,7 +170,7 @@ class Network:
     def __init__(self, topology: Topology, name: str, detach: bool = False, *,
                  qlog_dir: Path | None = None, qlog_directions: set[str] | None = None,
                  captures: Captures | None = None, topology_path: str | Path | None = None,
-                 punctual: bool = False):
+                 punctual: bool = False, congestion_controls: Iterable[str] = ()):
         self.topology = topology
         self.name = check_name(name)
         self.detach = detach  # the datapath outlives this process (bloatlab up)
@@ -179,6 +181,10 @@ class Network:
         self.topology_path = str(topology_path) if topology_path is not None else None
         self.backends: list[str] = []  # per link, known after up() or attach()
         self.host_cc: dict[str, str] = {}  # each host's default congestion control, after up() or attach()
+        # The congestion controls the hosts' sockets will use (the workloads'), by the spec's
+        # names, beside the hosts' defaults; the kernel's name for each, after up() or attach().
+        self.congestion_controls = tuple(dict.fromkeys(congestion_controls))
+        self.cc_names: dict[str, str] = {}
         self._state: state.NetworkState | None = None
         self._datapath: Datapath | None = None  # the userspace links' bloatlab-link, if any
         # The datapath's stats file as it was written on exit (counters per reason), after down().
@@ -221,6 +227,16 @@ class Network:
         self.namespace(host)  # the same error for an unknown host
         return self.topology.address(host)
 
+    def congestion_control(self, cc: str) -> str:
+        """The kernel's name for the spec's congestion control `cc` on this network's hosts: the
+        name itself, or its BPF stand-in's (dctcp: bloatlab_dctcp where the kernel has none)."""
+        return self.cc_names.get(cc, cc)
+
+    def _wanted_congestion(self) -> list[str]:
+        """Every congestion control the hosts use: their defaults, then the workloads'."""
+        defaults = [cc for host in self.topology.hosts if (cc := self.topology.host_cc(host)) is not None]
+        return list(dict.fromkeys([*defaults, *self.congestion_controls]))
+
     @property
     def datapath(self) -> Datapath | None:
         return self._datapath
@@ -247,7 +263,7 @@ class Network:
         for host in topo.hosts:
             if topo.host_cc(host) is not None:
                 field = f"hosts.{host}.cc" if topo.hosts[host].cc else "cc"
-                capabilities.check_congestion_control(topo.host_cc(host), field, as_default=True)
+                congestion.check(topo.host_cc(host), field, as_default=True)
         kernel_able = [link for link in topo.links if link.backend != "userspace"]
         qdiscs = capabilities.kernel_qdiscs(qdiscs_wanted(kernel_able)) if kernel_able else {}
         captured = self.captures.directions if self.captures is not None else frozenset()
@@ -305,9 +321,14 @@ class Network:
         self._state = state.NetworkState(
             name=self.name, topology=self.topology.to_dict(), namespaces=self._namespaces(),
             topology_path=self.topology_path, backends=self.backends, detached=self.detach,
-            owner=dict(zip(("pid", "starttime"), proc.identify(os.getpid()))))
+            owner=dict(zip(("pid", "starttime"), proc.identify(os.getpid()))),
+            congestion=dict.fromkeys(self._wanted_congestion(), ""))
         self._state.claim()  # from here on, everything we make can be found by name
         try:
+            # Before the hosts, whose defaults may name them: the machine's, not a namespace's.
+            self.cc_names = congestion.provide(self._state.congestion)
+            self._state.congestion = dict(self.cc_names)
+            self._state.save()
             self._build(ports, on_hosts)
             # A stop signal whose raise was lost (it landed in a finaliser, such as a finished
             # command's Popen.__del__: interrupts.py) undoes the build all the same.
@@ -361,7 +382,8 @@ class Network:
         # each solicitation would cross the links under test, flooded to every host, so a
         # 100-host star never fell idle. Interfaces made from now on take "default".
         quiet = {RS_SYSCTL: 0}
-        netns.write_sysctls({ns: {**quiet, **({CC_SYSCTL: topo.host_cc(node)} if topo.host_cc(node) is not None else {})}
+        netns.write_sysctls({ns: {**quiet, **({CC_SYSCTL: self.congestion_control(cc)}
+                                              if (cc := topo.host_cc(node)) is not None else {})}
                              for node, ns in hosts.items()})
         # What the hosts' sockets get unless they choose: set above, or the machine's.
         cc = netns.read_sysctls(hosts.values(), CC_SYSCTL)
@@ -478,6 +500,7 @@ class Network:
         net = cls(st.topology_object(), name, detach=True, topology_path=st.topology_path)
         net.backends = list(st.backends)
         net.host_cc = dict(st.host_cc)
+        net.cc_names = {cc: name for cc, name in st.congestion.items() if name}
         net._state = st
         if st.datapath:
             net._datapath = Datapath(st.datapath["pid"], st.datapath["starttime"],
@@ -513,6 +536,8 @@ def _remove_network(name: str, namespaces: list[str], errors: list[BaseException
         removed += _end_processes(every, spare)
     except Exception as e:
         errors.append(e)
+    if _uses_bpf_congestion(name):
+        _destroy_tcp_sockets([ns for ns in every if netns.exists(ns)])
     for ns in every:
         try:
             if netns.exists(ns):
@@ -529,8 +554,41 @@ def _remove_network(name: str, namespaces: list[str], errors: list[BaseException
     except OSError as e:  # a file written into it meanwhile
         errors.append(BloatlabError(f"could not remove {state.state_dir(name)}: {e.strerror}; "
                                     f"remove what is left with: bloatlab down {name}"))
+    removed += release_congestion(errors)
     _remove_if_empty(ETC_NETNS, state.RUN_DIR)
     return removed
+
+
+def _uses_bpf_congestion(name: str) -> bool:
+    """Whether network `name`'s sockets were given one of bloatlab's BPF congestion controls."""
+    try:
+        held = state.load(name).congestion
+    except BloatlabError:
+        return False
+    return any(bpf.kernel_name in held.values() for bpf in congestion.BPF_CCS.values())
+
+
+def _destroy_tcp_sockets(namespaces: list[str]) -> None:
+    """Destroy the TCP sockets still closing in the namespaces once their processes are gone (ss
+    -K). Their peers are unreachable by now, so each would retransmit its FIN for a minute or two
+    and keep the BPF congestion control it used, unregistered but not freed, as long; this way it
+    is freed with the network. Where ss cannot (no SOCK_DESTROY) they are left to time out."""
+    for ns in namespaces:
+        try:
+            proc.run(["ss", "-K", "-tn", "state", "all"], ns=ns, timeout_s=10, check=False)
+        except MachineError:
+            return
+
+
+def release_congestion(errors: list[Any]) -> list[str]:
+    """Unregister bloatlab's BPF congestion controls that no registered network names any more
+    (a network that is being built names them before it registers them); what could not be goes
+    to `errors`."""
+    try:
+        return congestion.release(lambda: {cc for st in state.list_states() for cc in st.congestion})
+    except BloatlabError as e:
+        errors.append(e)
+        return []
 
 
 def _nic_journals(entry: Path) -> bool:
@@ -643,6 +701,7 @@ def clean_orphaned_networks(errors: list[BloatlabError]) -> tuple[list[str], lis
         if etc.name not in live and not netns.exists(etc.name):
             shutil.rmtree(etc, ignore_errors=True)
             removed.append(str(etc))
+    removed += release_congestion(errors)  # a killed run's, unless a live network holds it too
     _remove_if_empty(ETC_NETNS, state.RUN_DIR)
     return removed, spared
 
@@ -671,5 +730,6 @@ def clean_networks(errors: list[BloatlabError]) -> list[str]:
             else:
                 entry.unlink(missing_ok=True)
             removed.append(str(entry))
+    removed += release_congestion(errors)  # no network is left to hold one
     _remove_if_empty(ETC_NETNS, state.RUN_DIR)
     return removed

@@ -34,6 +34,10 @@ class NetworkState:
     topology_path: str | None = None  # the file it came from, if any
     backends: list[str] = field(default_factory=list)  # per link: "kernel" or "userspace"
     host_cc: dict[str, str] = field(default_factory=dict)  # each host's default TCP congestion control
+    # The congestion controls its sockets use, by the spec's name, with the kernel's name for each
+    # ("" until provided: testbed/congestion.py). Written before the build: a BPF stand-in the
+    # network registered stays registered while any state file names it.
+    congestion: dict[str, str] = field(default_factory=dict)
     datapath: dict[str, int | None] | None = None  # {"pid", "starttime"} of bloatlab-link
     owner: dict[str, int | None] | None = None  # the process that built it: {"pid", "starttime"}
     detached: bool = False  # made to outlive its owner (bloatlab up); a run's network ends with its run

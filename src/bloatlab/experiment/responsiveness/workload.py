@@ -19,7 +19,7 @@ import time
 
 from bloatlab.experiment.record import Collected, ResponsivenessResult
 from bloatlab.experiment.responsiveness import server
-from bloatlab.experiment.running import Running, last_line
+from bloatlab.experiment.running import Running, last_line, route_congestion_control
 from bloatlab.specs.model import Responsiveness
 
 SERVER_NOTSENT_LOWAT = 16384
@@ -34,11 +34,7 @@ class ResponsivenessTest(Running):
         self.site = server.make_site(self.net.state_dir / f"nq-{self.w.name}", address, self.port)
         self.net.exec(self.w.server, ["sysctl", "-qw", f"net.ipv4.tcp_notsent_lowat={SERVER_NOTSENT_LOWAT}"], check=True)
         if self.w.cc:
-            client = self.net.address(self.w.client)
-            words = self.net.exec(self.w.server, ["ip", "-o", "route", "get", client], check=True).stdout.split()
-            via = ["via", words[words.index("via") + 1]] if "via" in words else []
-            self.net.exec(self.w.server, ["ip", "route", "replace", f"{client}/32", *via, "dev", words[words.index("dev") + 1],
-                                          "congctl", self.w.cc], check=True)
+            route_congestion_control(self.net, self.w.server, self.w.client, self.net.congestion_control(self.w.cc))
         self._spawn(self.w.server, server.argv(self.site, address, self.port), self.raw / f"{self.w.name}.server.txt")
         self.servers.append((self.w.server, self.port, f"HTTP/2 server (nghttpd) of {self.w.name}", False))
 
@@ -47,7 +43,7 @@ class ResponsivenessTest(Running):
                 self.net.address(self.w.server), "--port", str(self.port), "--out", str(self._result_path()),
                 # A second less than the window: it ends by itself and has time to write its results.
                 "--direction", self.w.direction, "--duration", f"{self.w.window_s - 1:g}",
-                *(["--cc", self.w.cc] if self.w.cc else [])]
+                *(["--cc", self.net.congestion_control(self.w.cc)] if self.w.cc else [])]
         self.client = self._spawn(self.w.client, argv, self.raw / f"{self.w.name}.client.txt")
         self.started = True
 
@@ -104,7 +100,7 @@ class ResponsivenessTest(Running):
                 got.throughput.append((interval["t"] - t0, f"{self.w.name}.{direction}", bps / 1e6))
         result = doc.get("result", {})
         got.responsiveness = ResponsivenessResult.from_json({
-            "method": doc.get("method"), "direction": doc.get("direction"), "cc": doc.get("cc"), "server": "nghttpd",
+            "method": doc.get("method"), "direction": doc.get("direction"), "cc": self.w.cc, "server": "nghttpd",
             "server_notsent_lowat": SERVER_NOTSENT_LOWAT, "parameters": doc.get("parameters"), **result})
         if result.get("rpm") is None:
             got.warnings.append(f"{self.w.name}: no RPM: the load never saturated the path within "

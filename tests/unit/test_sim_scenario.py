@@ -6,7 +6,8 @@ from pathlib import Path
 import pytest
 
 from bloatlab.errors import SpecError
-from bloatlab.sim.scenario import check, ewma_weight, queue_attributes, scenario
+from bloatlab.sim.scenario import CONGESTION_CONTROLS, QUEUE_DISCS, check, ewma_weight, queue_attributes, scenario
+from bloatlab.specs.disciplines import DualPi2Params
 from bloatlab.specs.experiment import load_experiment, load_preset
 from bloatlab.specs.model import DirectionSpec, QueueSpec
 
@@ -50,6 +51,77 @@ def test_red_takes_the_weight_tc_would_choose():
     assert ewma_weight(8, 13) == 0.125
     attrs = queue_attributes(DirectionSpec(rate_bps=10**7, queue=QueueSpec("red", packets=100)), "x")
     assert float(attrs["QW"]) == ewma_weight(8, 13)
+
+
+def test_dualpi2_maps_to_the_drivers_own_queue_disc():
+    attrs = queue_attributes(DirectionSpec(rate_bps=50 * 10**6, queue=QueueSpec("dualpi2", packets=10000)), "x")
+    # Linux's defaults, the gains in its 1/256 Hz steps; the memory limit left to the disc to
+    # derive (10000 x 2 x 1514), as the core derives it.
+    assert attrs == {"MaxSize": "10000p", "Target": "15000000ns", "Tupdate": "16000000ns", "Alpha": "0.16015625",
+                     "Beta": "3.19921875", "StepThreshold": "1000000ns", "StepPackets": "0", "MinQlenStep": "0",
+                     "CouplingFactor": "2", "ClassicProtection": "10", "EcnMask": "l4s_ect",
+                     "DropOnOverload": "true", "DropEarly": "false", "Mtu": "1514"}
+    assert QUEUE_DISCS["dualpi2"] == "bloatlab::DualPi2QueueDisc"
+    given = DualPi2Params(step_packets=4, min_qlen_step=2, coupling_factor=3, classic_protection_percent=25,
+                          ecn_mask="any_ect", drop_on_overload=False, drop_early=True, memory_limit_bytes=500000)
+    attrs = queue_attributes(DirectionSpec(rate_bps=10**7, queue=QueueSpec("dualpi2", packets=None, bytes=300000, params=given)), "x")
+    assert {k: attrs[k] for k in ("MaxSize", "StepPackets", "MinQlenStep", "CouplingFactor", "ClassicProtection",
+                                  "EcnMask", "DropOnOverload", "DropEarly", "MemoryLimit")} == {
+        "MaxSize": "300000B", "StepPackets": "4", "MinQlenStep": "2", "CouplingFactor": "3", "ClassicProtection": "25",
+        "EcnMask": "any_ect", "DropOnOverload": "false", "DropEarly": "true", "MemoryLimit": "500000"}
+
+
+L4S_SPEC = """
+backend = "ns3"
+duration = "10s"
+[topology.hosts.h1]
+[topology.hosts.h2]
+[topology.hosts.h3]
+[topology.switches.s0]
+[[topology.links]]
+ends = ["h1", "s0"]
+rate = "1gbit"
+delay = "5ms"
+[[topology.links]]
+ends = ["h2", "s0"]
+rate = "1gbit"
+delay = "5ms"
+[[topology.links]]
+ends = ["s0", "h3"]
+rate = "50mbit"
+delay = "5ms"
+queue = { discipline = "dualpi2", packets = 10000 }
+[[workloads]]
+name = "classic"
+kind = "bulk"
+from = "h1"
+to = "h3"
+cc = "cubic"
+[[workloads]]
+name = "l4s"
+kind = "bulk"
+from = "h2"
+to = "h3"
+cc = "dctcp"
+[probes]
+queue = ["s0->h3"]
+"""
+
+
+def test_a_dualpi2_bottleneck_and_a_dctcp_flow_become_the_drivers_statements(tmp_path):
+    path = tmp_path / "l4s.toml"
+    path.write_text(L4S_SPEC)
+    exp = load_experiment(path)
+    text = scenario(exp, Path("/R/raw"), ports(exp)).splitlines()
+    bottleneck = next(line for line in text if line.startswith("link s0-h3"))
+    for option in ("f.name=s0->h3", "f.rate_bps=50000000", "f.discipline=dualpi2", "f.q.MaxSize=10000p",
+                   "f.q.Target=15000000ns", "f.q.StepThreshold=1000000ns", "f.q.EcnMask=l4s_ect",
+                   "f.q.CouplingFactor=2", "f.q.ClassicProtection=10", "f.qlog=/R/raw/qlog/s0-h3.forward.qlog",
+                   "r.discipline=dualpi2"):
+        assert option in bottleneck.split(), (option, bottleneck)
+    assert "bulk classic h1 h3 start_ns=0 stop_ns=10000000000 cc=cubic port=5201" in text
+    assert "bulk l4s h2 h3 start_ns=0 stop_ns=10000000000 cc=dctcp port=5202" in text
+    assert "dctcp" in CONGESTION_CONTROLS
 
 
 SPEC = """

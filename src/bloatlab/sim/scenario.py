@@ -16,11 +16,13 @@ from bloatlab.errors import SpecError
 from bloatlab.specs.disciplines import DisciplineName
 from bloatlab.specs.model import Bulk, DirectionSpec, Experiment, Ping, Web
 
-# The disciplines ns-3's traffic-control module has, by bloatlab's name.
+# The disciplines ns-3's traffic-control module has, by bloatlab's name; DualPI2, which ns-3
+# lacks, is the driver's own queue disc (cxx/bloatlab_ns3.cc).
 QUEUE_DISCS = {DisciplineName.DROPTAIL: "ns3::FifoQueueDisc", DisciplineName.CODEL: "ns3::CoDelQueueDisc",
                DisciplineName.FQ_CODEL: "ns3::FqCoDelQueueDisc", DisciplineName.RED: "ns3::RedQueueDisc",
-               DisciplineName.PIE: "ns3::PieQueueDisc"}
-CONGESTION_CONTROLS = ("reno", "cubic", "bbr")  # ns-3's TcpLinuxReno, TcpCubic, TcpBbr
+               DisciplineName.PIE: "ns3::PieQueueDisc", DisciplineName.DUALPI2: "bloatlab::DualPi2QueueDisc"}
+# ns-3's TcpNewReno, TcpCubic, TcpBbr and TcpDctcp (ECN on, ECT(1): DualPI2's L queue).
+CONGESTION_CONTROLS = ("reno", "cubic", "bbr", "dctcp")
 WORKLOADS = ("bulk", "ping", "web")
 
 
@@ -67,6 +69,15 @@ def queue_attributes(direction: DirectionSpec, field: str) -> dict[str, str]:
         attrs.update(QueueDelayReference=_ns(p.target_ns), Tupdate=_ns(p.tupdate_ns), A=repr(p.alpha),
                      B=repr(p.beta), MaxBurstAllowance=_ns(p.max_burst_ns), UseEcn=_bool(p.ecn),
                      MarkEcnThreshold=repr(p.ecn_prob), UseDequeueRateEstimator=_bool(p.dq_rate_estimator))
+    elif q.discipline == DisciplineName.DUALPI2:
+        attrs.update(Target=_ns(p.target_ns), Tupdate=_ns(p.tupdate_ns), Alpha=repr(p.alpha), Beta=repr(p.beta),
+                     StepThreshold=_ns(p.step_thresh_ns), StepPackets=str(p.step_packets or 0),
+                     MinQlenStep=str(p.min_qlen_step), CouplingFactor=str(p.coupling_factor),
+                     ClassicProtection=str(p.classic_protection_percent), EcnMask=p.ecn_mask,
+                     DropOnOverload=_bool(p.drop_on_overload), DropEarly=_bool(p.drop_early),
+                     Mtu=str(p.mtu_bytes))
+        if p.memory_limit_bytes is not None:  # else the disc derives it, as the core does
+            attrs["MemoryLimit"] = str(p.memory_limit_bytes)
     return attrs
 
 

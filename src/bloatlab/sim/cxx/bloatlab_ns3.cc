@@ -21,6 +21,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <deque>
 #include <fstream>
 #include <iostream>
 #include <map>
@@ -137,6 +138,429 @@ ReadScenario(const std::string& path)
     return out;
 }
 
+// DualPI2 --------------------------------------------------------------------------------------
+//
+// DualPI2 (RFC 9332, the DualQ Coupled AQM), which ns-3 lacks, as Linux's sch_dualpi2 runs it
+// and as bloatlab's core does (datapath/core/src/qdisc/dualpi2.rs): the two are kept alike, so
+// that a simulated run and an emulated one differ by the network, not by the discipline.
+//
+// Two FIFOs behind one limit: the L queue takes the packets whose ECN bits meet the mask (ECT(1)
+// and CE with l4s_ect, any ECT with any_ect), the C queue the rest. One PI controller updates
+// the base probability p' every tupdate from the larger of the two heads' sojourn times. A C
+// packet is dropped, or marked if ECN-capable, with p'^2 (two draws against p'); an L packet is
+// marked with k p', and by the L queue's own step AQM when it waited longer than step_thresh.
+// Overload is k p' above 1: with drop_on_overload both queues then drop with p'^2 (the L queue
+// marks the rest), without it p' stops at 1/k and every L packet is marked. Nothing is dropped or marked while less than
+// two MTUs stay queued. The verdict falls at dequeue (drop_early: at enqueue). A weighted round
+// robin of bytes (classic_protection) lets the L queue go first without starving the C queue.
+//
+// The updates run as the core runs them: due ones catch up, each at its own time, when the
+// next packet arrives or leaves (the queues do not change in between, so each sees what a
+// timer would), the first tupdate after the first packet. Lengths count frames: each item's
+// size plus FrameOverhead (the driver's links add the 14 bytes of an Ethernet header, so that
+// two MTUs, the scheduler's credit and the byte limits mean what they mean to the core).
+
+// bloatlab's reason names (datapath/core/src/reason.rs), which DropCode and MarkCode know.
+const char* const REASON_QUEUE_FULL = "queue_full";
+const char* const REASON_DUALPI2_CLASSIC = "dualpi2_classic"; // a drop, or a mark, in the C queue
+const char* const REASON_DUALPI2_OVERLOAD = "dualpi2_overload";
+const char* const REASON_DUALPI2_COUPLED = "dualpi2_coupled";
+const char* const REASON_DUALPI2_STEP = "dualpi2_step";
+
+// One PI2 update (RFC 9332, A.1): p' moves by alpha (Hz) times the queueing delay's distance
+// from target plus beta (Hz) times its change since the last update, delays in seconds, and
+// stays within [0, 1]; without drop_on_overload it stops at 1/k, where k p' reaches 1. The
+// arithmetic is the core's (update_probability), so both give the same p' from the same delays.
+double
+Pi2Update(double prob,
+          uint64_t qdelay_ns,
+          uint64_t last_qdelay_ns,
+          uint64_t target_ns,
+          double alpha_hz,
+          double beta_hz,
+          bool drop_on_overload,
+          uint32_t coupling)
+{
+    auto secs = [](uint64_t ns) { return double(ns) * 1e-9; };
+    double delta = alpha_hz * (secs(qdelay_ns) - secs(target_ns)) +
+                   beta_hz * (secs(qdelay_ns) - secs(last_qdelay_ns));
+    double next = std::clamp(prob + delta, 0.0, 1.0);
+    return drop_on_overload ? next : std::min(next, 1.0 / coupling);
+}
+
+class DualPi2QueueDisc : public QueueDisc
+{
+  public:
+    // Which ECN bits send a packet to the L queue (Linux ANDs the packet's two bits with it).
+    enum EcnMask
+    {
+        L4S_ECT = 1, // ECT(1) and CE: the L4S identifier (RFC 9331)
+        ANY_ECT = 3, // ECT(0) too
+    };
+
+    static TypeId GetTypeId()
+    {
+        static TypeId tid =
+            TypeId("bloatlab::DualPi2QueueDisc")
+                .SetParent<QueueDisc>()
+                .SetGroupName("TrafficControl")
+                .AddConstructor<DualPi2QueueDisc>()
+                .AddAttribute("MaxSize",
+                              "The limit of both queues together, in packets or bytes (frames)",
+                              QueueSizeValue(QueueSize("10000p")),
+                              MakeQueueSizeAccessor(&QueueDisc::SetMaxSize, &QueueDisc::GetMaxSize),
+                              MakeQueueSizeChecker())
+                .AddAttribute("Target",
+                              "The queueing delay the PI controller steers to",
+                              TimeValue(MilliSeconds(15)),
+                              MakeTimeAccessor(&DualPi2QueueDisc::m_target),
+                              MakeTimeChecker())
+                .AddAttribute("Tupdate",
+                              "How often p' is updated",
+                              TimeValue(MilliSeconds(16)),
+                              MakeTimeAccessor(&DualPi2QueueDisc::m_tupdate),
+                              MakeTimeChecker())
+                .AddAttribute("Alpha",
+                              "Integral gain in Hz (RFC 9332's 0.16; Linux's 41/256)",
+                              DoubleValue(41.0 / 256),
+                              MakeDoubleAccessor(&DualPi2QueueDisc::m_alpha_hz),
+                              MakeDoubleChecker<double>(0))
+                .AddAttribute("Beta",
+                              "Proportional gain in Hz (RFC 9332's 3.2; Linux's 819/256)",
+                              DoubleValue(819.0 / 256),
+                              MakeDoubleAccessor(&DualPi2QueueDisc::m_beta_hz),
+                              MakeDoubleChecker<double>(0))
+                .AddAttribute("StepThreshold",
+                              "The L queue's step AQM marks a packet that waited longer than this",
+                              TimeValue(MilliSeconds(1)),
+                              MakeTimeAccessor(&DualPi2QueueDisc::m_step_thresh),
+                              MakeTimeChecker())
+                .AddAttribute("StepPackets",
+                              "The step threshold as packets left behind in the L queue instead "
+                              "(0: the threshold is StepThreshold, a time)",
+                              UintegerValue(0),
+                              MakeUintegerAccessor(&DualPi2QueueDisc::m_step_packets),
+                              MakeUintegerChecker<uint32_t>())
+                .AddAttribute("MinQlenStep",
+                              "Step-mark only packets that found at least this many in the L queue",
+                              UintegerValue(0),
+                              MakeUintegerAccessor(&DualPi2QueueDisc::m_min_qlen_step),
+                              MakeUintegerChecker<uint32_t>())
+                .AddAttribute("CouplingFactor",
+                              "k: the L queue marks with k p', the C queue with p'^2",
+                              UintegerValue(2),
+                              MakeUintegerAccessor(&DualPi2QueueDisc::m_coupling),
+                              MakeUintegerChecker<uint32_t>(1, 255))
+                .AddAttribute("ClassicProtection",
+                              "The C queue's weight in the scheduler, in percent",
+                              UintegerValue(10),
+                              MakeUintegerAccessor(&DualPi2QueueDisc::m_wc),
+                              MakeUintegerChecker<uint32_t>(0, 100))
+                .AddAttribute("EcnMask",
+                              "Which packets go to the L queue",
+                              EnumValue(L4S_ECT),
+                              MakeEnumAccessor<EcnMask>(&DualPi2QueueDisc::m_ecn_mask),
+                              MakeEnumChecker(L4S_ECT, "l4s_ect", ANY_ECT, "any_ect"))
+                .AddAttribute("DropOnOverload",
+                              "Past k p' = 1, drop with p'^2 in both queues (else hold p' at 1/k)",
+                              BooleanValue(true),
+                              MakeBooleanAccessor(&DualPi2QueueDisc::m_drop_on_overload),
+                              MakeBooleanChecker())
+                .AddAttribute("DropEarly",
+                              "Decide drops and coupled marks at enqueue rather than dequeue",
+                              BooleanValue(false),
+                              MakeBooleanAccessor(&DualPi2QueueDisc::m_drop_early),
+                              MakeBooleanChecker())
+                .AddAttribute("MemoryLimit",
+                              "Bytes both queues may hold (0: MaxSize x 2 x Mtu, or a byte MaxSize)",
+                              UintegerValue(0),
+                              MakeUintegerAccessor(&DualPi2QueueDisc::m_memory_limit_bytes),
+                              MakeUintegerChecker<uint64_t>())
+                .AddAttribute("Mtu",
+                              "One full frame in bytes: nothing is dropped or marked below two queued",
+                              UintegerValue(1514),
+                              MakeUintegerAccessor(&DualPi2QueueDisc::m_mtu_bytes),
+                              MakeUintegerChecker<uint32_t>(1))
+                .AddAttribute("FrameOverhead",
+                              "Bytes the link adds to each item, counted in its length",
+                              UintegerValue(0),
+                              MakeUintegerAccessor(&DualPi2QueueDisc::m_frame_overhead_bytes),
+                              MakeUintegerChecker<uint32_t>());
+        return tid;
+    }
+
+    DualPi2QueueDisc()
+        : QueueDisc(QueueDiscSizePolicy::MULTIPLE_QUEUES, QueueSizeUnit::PACKETS),
+          m_uv(CreateObject<UniformRandomVariable>())
+    {
+    }
+
+    int64_t AssignStreams(int64_t stream)
+    {
+        m_uv->SetStream(stream);
+        return 1;
+    }
+
+    // What `tc -s qdisc` shows of it, in the names of bloatlab's record of it (DualPi2Stats in
+    // src/bloatlab/testbed/datapath_stats.py), as a CSV header and row.
+    static std::string StatsHeader()
+    {
+        return "prob,delay_c_us,delay_l_us,pkts_in_c,pkts_in_l,maxq,ecn_mark,step_mark,credit,"
+               "memory_used_bytes,max_memory_used_bytes,memory_limit_bytes";
+    }
+
+    std::string StatsRow() const
+    {
+        Time now = Simulator::Now();
+        std::ostringstream row;
+        row.precision(9);
+        row << m_prob << "," << HeadDelayNs(C, now) / 1000 << "," << HeadDelayNs(L, now) / 1000 << ","
+            << m_pkts_in_c << "," << m_pkts_in_l << "," << m_maxq << "," << m_ecn_marks << "," << m_step_marks
+            << "," << m_credit_bytes << "," << m_backlog_bytes << "," << m_max_backlog_bytes << ","
+            << m_memory_limit_resolved_bytes;
+        return row.str();
+    }
+
+  private:
+    enum Which : std::size_t
+    {
+        L = 0, // the internal queues' indices
+        C = 1,
+    };
+
+    uint64_t FrameBytes(Ptr<const QueueDiscItem> item) const
+    {
+        return item->GetSize() + m_frame_overhead_bytes;
+    }
+
+    // How long the head of queue `q` has waited at `t` (zero when it is empty).
+    uint64_t HeadDelayNs(Which q, Time t) const
+    {
+        Ptr<const QueueDiscItem> head = GetInternalQueue(q)->Peek();
+        return head ? (t - head->GetTimeStamp()).GetNanoSeconds() : 0;
+    }
+
+    // Runs every update due by `now`, each on the head delays at its own time.
+    void CatchUp(Time now)
+    {
+        if (!m_started)
+        {
+            m_started = true;
+            m_next_update = now + m_tupdate;
+        }
+        while (m_next_update <= now)
+        {
+            if (GetNPackets() == 0 && m_prob == 0 && m_last_qdelay_ns == 0)
+            {
+                // Idle with nothing to forget: every update until now leaves p' at 0.
+                int64_t missed = (now - m_next_update).GetNanoSeconds() / m_tupdate.GetNanoSeconds();
+                m_next_update += m_tupdate * (missed + 1);
+                break;
+            }
+            uint64_t qdelay_ns = std::max(HeadDelayNs(C, m_next_update), HeadDelayNs(L, m_next_update));
+            m_prob = Pi2Update(m_prob, qdelay_ns, m_last_qdelay_ns, m_target.GetNanoSeconds(), m_alpha_hz,
+                               m_beta_hz, m_drop_on_overload, m_coupling);
+            m_last_qdelay_ns = qdelay_ns;
+            m_next_update += m_tupdate;
+        }
+    }
+
+    bool Chance(double p)
+    {
+        return p > 0 && m_uv->GetValue() < p;
+    }
+
+    bool MarkCe(Ptr<QueueDiscItem> item, const char* reason)
+    {
+        bool marked = Mark(item, reason);
+        m_ecn_marks += marked;
+        return marked;
+    }
+
+    // The coupled AQM's verdict on `item` (Linux's must_drop), with m_backlog_bytes queued
+    // besides it: a drop reason, or nullptr to let it through, marked if the draw says so.
+    const char* MustDrop(Ptr<QueueDiscItem> item, bool in_l)
+    {
+        if (m_backlog_bytes < 2 * uint64_t(m_mtu_bytes))
+        {
+            return nullptr;
+        }
+        double prob = m_prob;
+        double l_prob = prob * m_coupling;
+        bool overload = l_prob > 1.0;
+        auto squared = [&]() { return Chance(prob) && Chance(prob); }; // p'^2, as Linux rolls it
+        if (!in_l)
+        {
+            // Hit by both draws: dropped, or marked if ECN-capable and not overloaded.
+            bool hit = squared() && (overload || !MarkCe(item, REASON_DUALPI2_CLASSIC));
+            return hit ? REASON_DUALPI2_CLASSIC : nullptr;
+        }
+        if (overload)
+        {
+            if (m_drop_on_overload && squared())
+            {
+                return REASON_DUALPI2_OVERLOAD;
+            }
+            MarkCe(item, REASON_DUALPI2_COUPLED); // k p' is saturated: every survivor is marked
+            return nullptr;
+        }
+        // An L packet is ECN-capable by its classification, so the mark takes; Linux drops one
+        // that is not (a tc filter's) as a classic one.
+        return Chance(l_prob) && !MarkCe(item, REASON_DUALPI2_COUPLED) ? REASON_DUALPI2_CLASSIC : nullptr;
+    }
+
+    bool DoEnqueue(Ptr<QueueDiscItem> item) override
+    {
+        CatchUp(Simulator::Now());
+        uint64_t len = FrameBytes(item);
+        QueueSize max = GetMaxSize();
+        bool within = max.GetUnit() == QueueSizeUnit::PACKETS ? GetNPackets() < max.GetValue()
+                                                              : m_backlog_bytes + len <= max.GetValue();
+        if (!within || m_backlog_bytes + len > m_memory_limit_resolved_bytes)
+        {
+            DropBeforeEnqueue(item, REASON_QUEUE_FULL);
+            return false;
+        }
+        uint8_t tos = 0;
+        item->GetUint8Value(QueueItem::IP_DSFIELD, tos);
+        bool in_l = (tos & m_ecn_mask) != 0;
+        if (m_drop_early)
+        {
+            if (const char* reason = MustDrop(item, in_l))
+            {
+                DropBeforeEnqueue(item, reason);
+                return false;
+            }
+        }
+        m_maxq = std::max<uint64_t>(m_maxq, GetNPackets());
+        if (in_l)
+        {
+            m_apply_step.push_back(GetInternalQueue(L)->GetNPackets() >= m_min_qlen_step);
+        }
+        (in_l ? m_pkts_in_l : m_pkts_in_c)++;
+        m_backlog_bytes += len;
+        m_max_backlog_bytes = std::max(m_max_backlog_bytes, m_backlog_bytes);
+        return GetInternalQueue(in_l ? L : C)->Enqueue(item);
+    }
+
+    Ptr<QueueDiscItem> DoDequeue() override
+    {
+        Time now = Simulator::Now();
+        CatchUp(now);
+        Ptr<InternalQueue> l = GetInternalQueue(L), c = GetInternalQueue(C);
+        while (true)
+        {
+            uint32_t l_len = l->GetNPackets(), c_len = c->GetNPackets();
+            Ptr<QueueDiscItem> item;
+            bool in_l = l_len > 0 && (c_len == 0 || m_credit_bytes <= 0);
+            bool step = false;
+            int64_t weight = 0; // the credit a departure earns, per byte, while the other queue waits
+            if (in_l)
+            {
+                item = l->Dequeue();
+                step = m_apply_step.front();
+                m_apply_step.pop_front();
+                weight = c_len ? m_wc : 0;
+            }
+            else if (c_len > 0)
+            {
+                item = c->Dequeue();
+                weight = l_len ? -int64_t(100 - m_wc) : 0;
+            }
+            else
+            {
+                m_credit_bytes = m_credit_init_bytes;
+                return nullptr;
+            }
+            uint64_t len = FrameBytes(item);
+            m_backlog_bytes -= len;
+            if (!m_drop_early)
+            {
+                if (const char* reason = MustDrop(item, in_l))
+                {
+                    DropAfterDequeue(item, reason);
+                    continue;
+                }
+            }
+            if (in_l && step)
+            {
+                // The step AQM: how long this packet waited, or how many it leaves behind.
+                bool over = m_step_packets ? l->GetNPackets() > m_step_packets
+                                           : now - item->GetTimeStamp() > m_step_thresh;
+                if (over && MarkCe(item, REASON_DUALPI2_STEP))
+                {
+                    m_step_marks++;
+                }
+            }
+            m_credit_bytes += weight * int64_t(len);
+            return item;
+        }
+    }
+
+    bool CheckConfig() override
+    {
+        if (GetNQueueDiscClasses() > 0 || GetNPacketFilters() > 0)
+        {
+            NS_LOG_UNCOND("DualPi2QueueDisc takes no classes and no packet filters");
+            return false;
+        }
+        if (GetNInternalQueues() == 0)
+        {
+            // Unbounded: the limits are the disc's own, over both queues.
+            for (int i = 0; i < 2; i++)
+            {
+                AddInternalQueue(CreateObjectWithAttributes<DropTailQueue<QueueDiscItem>>(
+                    "MaxSize",
+                    QueueSizeValue(QueueSize(QueueSizeUnit::PACKETS, UINT32_MAX))));
+            }
+        }
+        if (GetNInternalQueues() != 2 || m_target.IsZero() || !m_tupdate.IsStrictlyPositive())
+        {
+            NS_LOG_UNCOND("DualPi2QueueDisc needs two internal queues, a target and a tupdate");
+            return false;
+        }
+        return true;
+    }
+
+    void InitializeParams() override
+    {
+        QueueSize max = GetMaxSize();
+        m_memory_limit_resolved_bytes =
+            m_memory_limit_bytes ? m_memory_limit_bytes
+            : max.GetUnit() == QueueSizeUnit::PACKETS ? uint64_t(max.GetValue()) * 2 * m_mtu_bytes
+                                                      : max.GetValue();
+        // Starts with the queue of the larger weight: the L queue by default.
+        m_credit_init_bytes = int64_t(m_mtu_bytes) * (int64_t(m_wc) - int64_t(100 - m_wc));
+        m_credit_bytes = m_credit_init_bytes;
+    }
+
+    // Parameters
+    Time m_target, m_tupdate, m_step_thresh;
+    double m_alpha_hz = 0, m_beta_hz = 0;
+    uint32_t m_step_packets = 0, m_min_qlen_step = 0, m_coupling = 2, m_wc = 10;
+    EcnMask m_ecn_mask = L4S_ECT;
+    bool m_drop_on_overload = true, m_drop_early = false;
+    uint64_t m_memory_limit_bytes = 0;
+    uint32_t m_mtu_bytes = 1514, m_frame_overhead_bytes = 0;
+
+    // State
+    Ptr<UniformRandomVariable> m_uv;
+    uint64_t m_memory_limit_resolved_bytes = 0;
+    uint64_t m_backlog_bytes = 0;   // frames of both queues
+    std::deque<bool> m_apply_step;  // per L packet: min_qlen_step met when it arrived
+    double m_prob = 0;              // p'
+    uint64_t m_last_qdelay_ns = 0;  // the delay the last update saw
+    bool m_started = false;
+    Time m_next_update;
+    int64_t m_credit_bytes = 0;     // at or below 0 the L queue goes next, above it the C queue
+    int64_t m_credit_init_bytes = 0;
+    // Counters, as tc -s shows them
+    uint64_t m_pkts_in_c = 0, m_pkts_in_l = 0, m_maxq = 0, m_ecn_marks = 0, m_step_marks = 0;
+    uint64_t m_max_backlog_bytes = 0;
+};
+
+NS_OBJECT_ENSURE_REGISTERED(DualPi2QueueDisc);
+
 // The queue log's record (docs/datapath.md): 32 bytes, little-endian.
 enum Kind : uint8_t
 {
@@ -146,10 +570,20 @@ enum Kind : uint8_t
     MARK = 4,
 };
 
-// bloatlab's drop and mark reason codes (datapath/core/src/reason.rs) for ns-3's reasons.
+// bloatlab's drop and mark reason codes (datapath/core/src/reason.rs) for ns-3's reasons, and
+// for those a disc of the driver's own gives under bloatlab's names.
 uint8_t
 DropCode(const std::string& disc, const std::string& reason)
 {
+    static const std::map<std::string, uint8_t> own = {
+        {REASON_QUEUE_FULL, 2},
+        {REASON_DUALPI2_CLASSIC, 15},
+        {REASON_DUALPI2_OVERLOAD, 16},
+    };
+    if (auto it = own.find(reason); it != own.end())
+    {
+        return it->second;
+    }
     if (reason == "Queue disc limit exceeded" || reason == "Overlimit drop")
     {
         return disc == "fq_codel" ? 10 : 2; // fq_overflow, queue_full
@@ -172,6 +606,15 @@ DropCode(const std::string& disc, const std::string& reason)
 uint8_t
 MarkCode(const std::string& disc, const std::string& reason)
 {
+    static const std::map<std::string, uint8_t> own = {
+        {REASON_DUALPI2_CLASSIC, 6},
+        {REASON_DUALPI2_COUPLED, 7},
+        {REASON_DUALPI2_STEP, 8},
+    };
+    if (auto it = own.find(reason); it != own.end())
+    {
+        return it->second;
+    }
     if (disc == "red")
     {
         return reason == "Unforced mark" ? 1 : 2;
@@ -248,25 +691,37 @@ class QueueLog
     std::FILE* m_f;
 };
 
-TypeId
+ObjectFactory
 CongestionControl(const std::string& cc)
 {
+    ObjectFactory f;
     if (cc == "reno")
     {
         // Not TcpLinuxReno: in ns-3 3.44 a flow of it that met a retransmission timeout beside a
         // ping and web fetches (cs244) kept its window at one segment for the rest of the run.
         // NewReno is the same AIMD with the recovery Linux's reno also uses.
-        return TcpNewReno::GetTypeId();
+        f.SetTypeId(TcpNewReno::GetTypeId());
     }
-    if (cc == "cubic")
+    else if (cc == "cubic")
     {
-        return TcpCubic::GetTypeId();
+        f.SetTypeId(TcpCubic::GetTypeId());
     }
-    if (cc == "bbr")
+    else if (cc == "bbr")
     {
-        return TcpBbr::GetTypeId();
+        f.SetTypeId(TcpBbr::GetTypeId());
     }
-    Fail("no congestion control " + cc + " in ns-3 here");
+    else if (cc == "dctcp")
+    {
+        // ECT(1), the L4S identifier, so that DualPI2 (l4s_ect) puts it in the L queue. Its
+        // Init turns ECN on (DctcpEcn mode: every packet ECT, CE echoed per segment).
+        f.SetTypeId(TcpDctcp::GetTypeId());
+        f.Set("UseEct0", BooleanValue(false));
+    }
+    else
+    {
+        Fail("no congestion control " + cc + " in ns-3 here");
+    }
+    return f;
 }
 
 // A TCP socket with its own congestion control (ns-3 otherwise sets one per node).
@@ -274,10 +729,22 @@ Ptr<Socket>
 TcpSocketWith(Ptr<Node> node, const std::string& cc)
 {
     Ptr<Socket> s = Socket::CreateSocket(node, TcpSocketFactory::GetTypeId());
-    ObjectFactory f;
-    f.SetTypeId(CongestionControl(cc));
-    DynamicCast<TcpSocketBase>(s)->SetCongestionControlAlgorithm(f.Create<TcpCongestionOps>());
+    auto tcp = DynamicCast<TcpSocketBase>(s);
+    tcp->SetCongestionControlAlgorithm(CongestionControl(cc).Create<TcpCongestionOps>());
+    if (cc == "dctcp")
+    {
+        tcp->SetUseEcn(TcpSocketState::On); // as TcpDctcp::Init sets it: both ends must ask
+    }
     return s;
+}
+
+// Whether a flow's receiver needs the flow's congestion control too: ns-3 echoes CE per segment,
+// as DCTCP's receiver must (RFC 8257, 3.2), only from a socket that runs TcpDctcp (Linux's DCTCP
+// likewise lives at both ends). The others receive with ns-3's default.
+bool
+ReceiverRuns(const std::string& cc)
+{
+    return cc == "dctcp";
 }
 
 const uint32_t SEGMENT = 1448; // the MSS with timestamps on a 1500-byte MTU, as Linux sends it
@@ -428,9 +895,10 @@ class BulkSender : public Application
 class BulkReceiver : public Application
 {
   public:
-    BulkReceiver(std::string name, uint16_t port, Outputs* out)
+    BulkReceiver(std::string name, uint16_t port, std::string cc, Outputs* out)
         : m_name(std::move(name)),
           m_port(port),
+          m_cc(std::move(cc)),
           m_out(out)
     {
     }
@@ -441,7 +909,8 @@ class BulkReceiver : public Application
   private:
     void StartApplication() override
     {
-        m_listen = Socket::CreateSocket(GetNode(), TcpSocketFactory::GetTypeId());
+        m_listen = ReceiverRuns(m_cc) ? TcpSocketWith(GetNode(), m_cc)
+                                      : Socket::CreateSocket(GetNode(), TcpSocketFactory::GetTypeId());
         m_listen->Bind(InetSocketAddress(Ipv4Address::GetAny(), m_port));
         m_listen->Listen();
         m_listen->SetAcceptCallback(MakeNullCallback<bool, Ptr<Socket>, const Address&>(),
@@ -493,6 +962,7 @@ class BulkReceiver : public Application
 
     std::string m_name;
     uint16_t m_port;
+    std::string m_cc;
     Outputs* m_out;
     Ptr<Socket> m_listen;
     uint64_t m_interval = 0;
@@ -731,6 +1201,7 @@ QueueDiscType(const std::string& disc)
         {"fq_codel", "ns3::FqCoDelQueueDisc"},
         {"red", "ns3::RedQueueDisc"},
         {"pie", "ns3::PieQueueDisc"},
+        {"dualpi2", "bloatlab::DualPi2QueueDisc"}, // the driver's own (above)
     };
     auto it = types.find(disc);
     if (it == types.end())
@@ -759,7 +1230,8 @@ SetAttributes(Ptr<QueueDisc> q, const Statement& s)
 // `replay arrivals=CSV rate_bps=N discipline=D q.NAME=VALUE...`: an arrival trace (bloatlab
 // replay's format: t_ns,size_bytes,flow,ecn) through one ns-3 queue disc in front of a link of
 // that rate, with no network around it, to hold bloatlab's disciplines against ns-3's own
-// (docs/simulation.md). Writes replay.csv: each packet's fate as bloatlab replay counts them.
+// (docs/simulation.md). Writes replay.csv: each packet's fate as bloatlab replay counts them, and
+// each CE mark (a packet may be marked twice: DualPI2's coupled and step marks).
 
 // A packet of the trace as the queue disc sees it: `size` bytes, ECN-capable or not.
 class TraceItem : public QueueDiscItem
@@ -784,6 +1256,13 @@ class TraceItem : public QueueDiscItem
         }
         ecn = 3;
         return true;
+    }
+
+    // Its ECN bits as the DS field's low two, which DualPI2 classifies on.
+    bool GetUint8Value(Uint8Values field, uint8_t& value) const override
+    {
+        value = ecn;
+        return field == IP_DSFIELD;
     }
 
     uint64_t id;
@@ -922,8 +1401,11 @@ class Replay
               << "\n";
     }
 
-    void OnMark(Ptr<const QueueDiscItem>, const char*)
+    void OnMark(Ptr<const QueueDiscItem> item, const char* reason)
     {
+        auto* t = dynamic_cast<const TraceItem*>(PeekPointer(item));
+        m_out << t->id << "," << Simulator::Now().GetNanoSeconds() << ",marked," << int(MarkCode(m_disc, reason))
+              << "\n";
     }
 
     std::vector<Arrival> m_arrivals;
@@ -1020,6 +1502,11 @@ main(int argc, char* argv[])
                 tch.SetRootQueueDisc(QueueDiscType(dir->disc));
                 dir->queue = tch.Install(dev).Get(0);
                 SetAttributes(dir->queue, d);
+                if (dir->disc == "dualpi2")
+                {
+                    // Its lengths count frames: the IP packet and an Ethernet header, as the core's.
+                    dir->queue->SetAttribute("FrameOverhead", UintegerValue(14));
+                }
                 if (d.Has("qlog"))
                 {
                     logs.push_back(std::make_unique<QueueLog>(d.Opt("qlog"), dir->queue, dir->disc));
@@ -1056,7 +1543,7 @@ main(int argc, char* argv[])
             // bulk NAME SRC DST start_ns= stop_ns= cc= port=
             const std::string& name = s.words.at(0);
             uint16_t port = s.U64("port");
-            auto rx = CreateObject<BulkReceiver>(name, port, &out);
+            auto rx = CreateObject<BulkReceiver>(name, port, s.Opt("cc"), &out);
             nodes.at(s.words.at(2))->AddApplication(rx);
             rx->SetStartTime(Seconds(0));
             rx->SetStopTime(NanoSeconds(s.U64("stop_ns")));
@@ -1143,6 +1630,15 @@ main(int argc, char* argv[])
         QueueDisc::Stats st = d->queue->GetStats();
         links << d->name << "," << d->departures << "," << d->bytes_out << ","
               << st.nTotalDroppedPackets << "," << d->queue->GetNPackets() << "\n";
+    }
+    std::ofstream dualpi2(out_dir + "/dualpi2.csv");
+    dualpi2 << "direction," << DualPi2QueueDisc::StatsHeader() << "\n";
+    for (auto& d : directions)
+    {
+        if (auto q = DynamicCast<DualPi2QueueDisc>(d->queue))
+        {
+            dualpi2 << d->name << "," << q->StatsRow() << "\n";
+        }
     }
     logs.clear();
     Simulator::Destroy();

@@ -178,16 +178,19 @@ def test_a_stop_signal_ends_a_run_as_ctrl_c_does(tmp_path, sig):
 def test_a_run_killed_while_its_network_is_built_leaves_only_what_clean_removes(tmp_path):
     out = tmp_path / "early"
     with started_run(out) as proc:
+        wait_for(out / "run.json", proc)  # written before anything is built, with the network's name
+        network = json.loads((out / "run.json").read_text())["network"]
+        # Its own namespaces: another run's (a developer's, beside the tests) would not do.
         deadline = time.monotonic() + 30
-        while not any(ns.startswith("bloatlab.run-") for ns in netns.list_namespaces()):
+        while not leftovers(network):
             assert time.monotonic() < deadline and proc.poll() is None, "the run built nothing"
             time.sleep(0.005)
         proc.kill()
         proc.wait()
-    run = json.loads((out / "run.json").read_text())  # written before the first namespace
-    assert run["complete"] is False and (run["network"] is None or run["network"].startswith("run-"))
+    run = json.loads((out / "run.json").read_text())
+    assert run["complete"] is False and run["network"] == network and network.startswith("run-")
     clean()
-    assert not [ns for ns in netns.list_namespaces() if ns.startswith("bloatlab.run-")]
+    assert leftovers(network) == []
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])

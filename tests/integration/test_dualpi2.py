@@ -8,12 +8,15 @@ import csv
 import statistics
 from pathlib import Path
 
+import numpy as np
 import pytest
 
+from bloatlab.analysis import l4s
 from bloatlab.analysis.report import write_report
 from bloatlab.lab.run import Run
 from bloatlab.results.reader import load_run
 from bloatlab.specs.experiment import parse_experiment
+from bloatlab.testbed.datapath import KIND_PROB, PROB_ONE, read_qlog
 
 pytestmark = pytest.mark.netns
 
@@ -109,3 +112,35 @@ def test_its_final_figures_reach_the_summary_run_json_and_the_report(run, summar
     summary_reads_back(outcome.run_dir)
     page = write_report(outcome.run_dir).read_text()
     assert f"<th>{DIRECTION.replace('>', '&gt;')}</th>" in page.split("<h3>DualPI2</h3>")[1].split("</table>")[0]
+
+
+def test_queue_csv_has_p_over_time_as_the_controller_set_it(run):
+    outcome, live = run
+    with open(outcome.run_dir / "series" / "queue.csv") as f:
+        rows = list(csv.DictReader(f))
+    assert rows and list(rows[0]) == ["t_s", "link", "backlog_pkts", "backlog_bytes", "drops", "prob"]
+    # Every row has p' from the direction's first packet on (it starts with the pings before t0).
+    assert all(r["link"] == DIRECTION and r["prob"] != "" for r in rows), rows[0]
+    prob = [float(r["prob"]) for r in rows]
+    loaded = [p for r, p in zip(rows, prob) if float(r["t_s"]) > SETTLE_S]
+    assert all(0.0 <= p <= 1.0 for p in prob) and len(loaded) >= 1000
+    # As the live figures show it: mostly above 0 under the cubic flow, dipping after a back-off;
+    # it changes every few updates (16 ms) or more, not every row.
+    assert sum(p > 0 for p in loaded) >= len(loaded) / 2, statistics.median(loaded)
+    assert 0.001 < statistics.median(loaded) < 0.5, statistics.median(loaded)
+    assert len(set(loaded)) >= (20.0 - SETTLE_S) / 0.016 / 4, len(set(loaded))
+    # From the queue log's probability records: the controller's start, then updates on its
+    # 16 ms grid, each written only where p' changed (a few hundred to the 1250 updates).
+    log = read_qlog(outcome.run_dir / "raw" / "qlog" / "h1-h2.forward.qlog")
+    records = log[log["kind"] == KIND_PROB]
+    t_ns, value = records["t_ns"].astype(np.int64), records["value"].astype(np.int64)
+    assert 100 <= len(records) <= 20.0 / 0.016 + 1, len(records)
+    assert value[0] == 0 and (np.diff(t_ns) % 16_000_000 == 0).all() and (np.diff(t_ns) > 0).all()
+    assert (np.diff(value) != 0).all() and value.max() <= PROB_ONE
+    assert set(loaded) <= {round(v / PROB_ONE, 6) for v in value.tolist()}
+    # The marking figure's reading of the column finds it.
+    written = load_run(outcome.run_dir)
+    probs, reason = l4s.base_probability(written, l4s.dualpi2_directions(written))
+    assert reason is None and list(probs) == [DIRECTION]
+    t_s, p = probs[DIRECTION]
+    assert len(t_s) == len(rows) and (p == prob).all()

@@ -15,7 +15,7 @@ from bloatlab.errors import MachineError
 from bloatlab.version import __version__
 from bloatlab.proc import alive as process_alive, starttime as process_starttime, terminate
 from bloatlab.specs.model import DirectionSpec, QueueSpec
-from bloatlab.testbed.datapath import Datapath, direction_config, read_qlog, write_config
+from bloatlab.testbed.datapath import KIND_PROB, PROB_ONE, Datapath, direction_config, read_qlog, write_config
 from bloatlab.testbed.datapath_stats import read_stats
 
 RECORD = struct.Struct("<QQIIBB6x")  # docs/datapath.md: the 32-byte queue log record
@@ -30,6 +30,15 @@ def test_qlog_records_are_read_field_by_field(tmp_path):
     assert log.dtype.itemsize == RECORD.size == 32
     assert list(log.dtype.names) == ["t_ns", "value", "backlog_bytes", "backlog_pkts", "kind", "reason"]
     assert [tuple(int(x) for x in row) for row in log] == records
+
+
+def test_a_probability_record_is_parts_per_2_to_the_32(tmp_path):
+    # kind 5: dualpi2's p' (or pie's probability) 3/8, set at 16 ms with 2 packets queued.
+    path = tmp_path / "bloatlab-p.qlog"
+    path.write_bytes(RECORD.pack(16_000_000, 3 << 29, 3028, 2, KIND_PROB, 0))
+    log = read_qlog(path)
+    assert log["kind"].tolist() == [5] and log["value"][0] / PROB_ONE == 0.375 and PROB_ONE == 2**32
+    assert (int(log["t_ns"][0]), int(log["backlog_pkts"][0])) == (16_000_000, 2)
 
 
 def test_empty_qlog_is_an_empty_array(tmp_path):

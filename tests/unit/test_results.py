@@ -65,6 +65,58 @@ def test_queue_from_qlog_counts_only_the_queues_own_drops(tmp_path):
     assert list(summary.to_dict())[:2] == ["drops_by_reason", "marks"]  # first, as summary.json has them
 
 
+def test_queue_csv_has_the_probability_at_each_rows_time(tmp_path):
+    # A dualpi2 direction's log as the datapath writes it: p' starts at 0 with the first packet,
+    # the update at 16 ms goes out with the dequeue after it, the one at 32 ms with an arrival
+    # at 40 ms, behind a loss drop logged at 35 ms (an update is run late, at its own time).
+    record = struct.Struct("<QQIIBB6x")
+    t0, ms = 100.0, 1_000_000
+    start = int(t0 * 1e9)
+    events = [  # t_ns, value, backlog_bytes, backlog_pkts, kind, reason
+        (start - 2 * ms, 1514, 1514, 1, 1, 0),    # before t0
+        (start - 2 * ms, 0, 1514, 1, 5, 0),       # p' = 0 from the first packet, before t0
+        (start + 5 * ms, 1514, 3028, 2, 1, 0),
+        (start + 16 * ms, 1 << 30, 3028, 2, 5, 0),  # p' = 0.25 at 16 ms
+        (start + 17 * ms, 2_000_000, 1514, 1, 2, 0),
+        (start + 35 * ms, 1514, 1514, 1, 3, 1),   # a loss, before the queue
+        (start + 32 * ms, 3 << 29, 1514, 1, 5, 0),  # p' = 0.375 at 32 ms, written after it
+        (start + 40 * ms, 1514, 3028, 2, 1, 0),
+    ]
+    path = tmp_path / "bloatlab-s0-h2.forward.qlog"
+    path.write_bytes(b"".join(record.pack(*e) for e in events))
+    trace = from_qlog(path, t0)
+    assert trace.prob_t.tolist() == pytest.approx([-0.002, 0.016, 0.032])
+    assert trace.prob.tolist() == [0.0, 0.25, 0.375]
+    rows = trace.rows("s0->h2", 1.0)
+    # The backlog's rows as without the probability's records, each with p' at its time.
+    assert [r[:5] for r in rows] == [(pytest.approx(0.005), "s0->h2", 2, 3028, 0), (pytest.approx(0.017), "s0->h2", 1, 1514, 0),
+                                     (pytest.approx(0.035), "s0->h2", 1, 1514, 0), (pytest.approx(0.040), "s0->h2", 2, 3028, 0)]
+    assert [r[5] for r in rows] == [0.0, 0.25, 0.375, 0.375]
+    assert trace.summary(1.0).max_pkts == 2
+    run = RunDir(tmp_path / "run").create()
+    run.write_series("queue", rows)
+    with open(run.series / "queue.csv") as f:
+        written = list(csv.reader(f))
+    assert written[0] == [*SERIES_COLUMNS["queue"], "prob"]
+    assert [r[5] for r in written[1:]] == ["0.000000", "0.250000", "0.375000", "0.375000"]
+    # A discipline without a probability, or a kernel qdisc's samples: the cells are empty.
+    (tmp_path / "bloatlab-fifo.qlog").write_bytes(b"".join(record.pack(*e) for e in events if e[4] != 5))
+    assert [r[5] for r in from_qlog(tmp_path / "bloatlab-fifo.qlog", t0).rows("s0->h2", 1.0)] == [None] * 4
+    run.write_series("queue", from_qlog(tmp_path / "bloatlab-fifo.qlog", t0).rows("s0->h2", 1.0))
+    assert {line.split(",")[5] for line in (run.series / "queue.csv").read_text().splitlines()[1:]} == {""}
+
+
+def test_queue_csv_keeps_the_probability_when_thinned(tmp_path, monkeypatch):
+    from bloatlab.experiment.probes import queue as queue_probe
+    monkeypatch.setattr(queue_probe, "MAX_ROWS", 4)
+    t_s = np.arange(10) * 0.0004  # 10 changes in 4 ms: thinned to the last of each millisecond
+    trace = QueueTrace(t_s, np.arange(10), np.arange(10) * 1514, np.zeros(10, dtype=np.int64),
+                       prob_t=np.array([0.0011, 0.0025]), prob=np.array([0.5, 0.75]))
+    rows = trace.rows("s0->h2", 1.0)
+    assert [(round(r[0], 4), r[2], r[5]) for r in rows] == [(0.0008, 2, None), (0.0016, 4, 0.5), (0.0028, 7, 0.75),
+                                                           (0.0036, 9, 0.75)]
+
+
 def test_series_files_have_the_documented_columns(tmp_path):
     run = RunDir(tmp_path / "run").create()
     run.write_series("ping", [(0.1, 20.5), (0.2, None)])

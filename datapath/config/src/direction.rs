@@ -1,11 +1,12 @@
 //! One direction of a link as the config gives it: rate or trace, delay, jitter, loss, queue,
-//! seed, and the link's own settings for it (queue log, captures).
+//! seed, the flows it marks ECT(1), and the link's own settings for it (queue log, captures).
 
+use std::net::Ipv4Addr;
 use std::path::PathBuf;
 
 use bloatlab_core::pipeline::DEFAULT_MAX_FRAME_BYTES;
 use bloatlab_core::rate::{Rate, Trace};
-use bloatlab_core::{DirectionConfig, Duration};
+use bloatlab_core::{DirectionConfig, Duration, Ipv4Pair};
 use serde::Deserialize;
 
 use crate::queue::QueueJson;
@@ -39,6 +40,17 @@ pub struct DirectionJson {
     qlog: bool,
     #[serde(default)]
     capture: Option<CaptureJson>,
+    #[serde(default)]
+    ect1_rewrite: Vec<Ect1RewriteJson>,
+}
+
+/// A flow whose ECT(0) packets this direction turns into ECT(1) as they arrive: IPv4 TCP packets
+/// from `src` to `dst` (dotted quads).
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Ect1RewriteJson {
+    src: Ipv4Addr,
+    dst: Ipv4Addr,
 }
 
 fn yes() -> bool {
@@ -95,6 +107,7 @@ impl DirectionJson {
             queue,
             seed: self.seed,
             max_frame_bytes: self.max_frame_bytes.unwrap_or(DEFAULT_MAX_FRAME_BYTES),
+            ect1_rewrite: self.ect1_rewrite.iter().map(|p| Ipv4Pair { src: p.src.octets(), dst: p.dst.octets() }).collect(),
         };
         Ok(Direction { config, qlog: self.qlog, capture: self.capture.clone() })
     }
@@ -160,6 +173,17 @@ mod tests {
         };
         assert!(queue(r#"{"discipline": "droptail", "packets": 1000001}"#).starts_with("queue.packets: 1000001 is above"));
         assert!(queue(r#"{"discipline": "droptail", "bytes": 1073741825}"#).starts_with("queue.bytes: 1073741825 is above"));
+    }
+
+    #[test]
+    fn ect1_rewrite_takes_pairs_of_ipv4_addresses() {
+        let d = direction(r#", "ect1_rewrite": [{"src": "10.0.0.1", "dst": "10.0.0.2"}]"#).unwrap();
+        assert_eq!(d.config.ect1_rewrite, vec![Ipv4Pair { src: [10, 0, 0, 1], dst: [10, 0, 0, 2] }]);
+        assert!(direction("").unwrap().config.ect1_rewrite.is_empty(), "absent: none");
+        let err = |extra: &str| direction(extra).err().unwrap_or_default();
+        assert!(err(r#", "ect1_rewrite": [{"src": "10.0.0.300", "dst": "10.0.0.2"}]"#).starts_with("ect1_rewrite[0].src: "));
+        assert!(err(r#", "ect1_rewrite": [{"src": "::1", "dst": "10.0.0.2"}]"#).starts_with("ect1_rewrite[0].src: "));
+        assert!(err(r#", "ect1_rewrite": [{"src": "10.0.0.1"}]"#).starts_with("ect1_rewrite[0]: missing field `dst`"));
     }
 
     #[test]

@@ -13,7 +13,7 @@ pub mod stats;
 pub mod time;
 pub mod wire;
 
-pub use pipeline::{DirectionConfig, DropRecord, Event, EventKind, Pipeline};
+pub use pipeline::{DirectionConfig, DropRecord, Event, EventKind, Ipv4Pair, Pipeline};
 pub use qdisc::Packet;
 pub use reason::{DropReason, MarkReason};
 pub use time::{Duration, Instant};

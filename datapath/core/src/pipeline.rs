@@ -30,6 +30,16 @@ pub struct DirectionConfig {
     pub seed: u64,
     /// Larger frames are dropped as `Oversize`, never queued as one packet.
     pub max_frame_bytes: usize,
+    /// Flows whose ECT(0) packets arrive here from their sender: they go on as ECT(1), so every
+    /// queue downstream sees the L4S identifier a kernel's TCP does not send.
+    pub ect1_rewrite: Vec<Ipv4Pair>,
+}
+
+/// IPv4 TCP packets from `src` to `dst`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Ipv4Pair {
+    pub src: [u8; 4],
+    pub dst: [u8; 4],
 }
 
 /// What the queue log records. The discriminant is the code in the log file.
@@ -41,11 +51,15 @@ pub enum EventKind {
     Drop = 3,
     /// Marked CE by the discipline; the packet stays queued (or is sent).
     Mark = 4,
+    /// The discipline's controller set its probability (DualPI2's p', PIE's drop probability):
+    /// when it starts, and at each update that changes it.
+    Probability = 5,
 }
 
 /// One queue-log record: backlog is after the event; `value` is the frame's bytes for
-/// Enqueue, Drop and Mark, its sojourn in the queue in ns for Dequeue. `reason` is the
-/// DropReason or MarkReason code.
+/// Enqueue, Drop and Mark, its sojourn in the queue in ns for Dequeue, the probability in
+/// parts per 2^32 for Probability (`qdisc::prob_fixed`). `reason` is the DropReason or
+/// MarkReason code (0 for the others).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Event {
     pub t: Instant,
@@ -54,7 +68,8 @@ pub struct Event {
     pub value: u64,
     pub backlog_pkts: u32,
     pub backlog_bytes: u32,
-    /// The packet's id, tag and enqueue time (its arrival time for drops before the queue).
+    /// The packet's id, tag and enqueue time (its arrival time for drops before the queue);
+    /// all zero for Probability.
     pub packet: PacketInfo,
 }
 
@@ -108,6 +123,8 @@ impl EventLog {
             QueueEvent::Dequeued { packet, sojourn } => self.push(t, EventKind::Dequeue, 0, sojourn.nanos(), packet, q),
             QueueEvent::Dropped(p, reason) => self.push(t, EventKind::Drop, reason as u8, p.len as u64, p, q),
             QueueEvent::Marked(p, reason) => self.push(t, EventKind::Mark, reason as u8, p.len as u64, p, q),
+            // At the controller's own time, which may be before the operation's `t`; no packet.
+            QueueEvent::Probability { at, value } => self.push(at, EventKind::Probability, 0, value, PacketInfo::default(), q),
         }
     }
 }
@@ -305,6 +322,7 @@ const QDISC_STREAM: u64 = 0x51ED_2701_A1B2_C3D4;
 pub struct Pipeline {
     loss: f64,
     max_frame_bytes: usize,
+    ect1_rewrite: Vec<Ipv4Pair>,
     /// Loss and jitter draw from `rng`, the discipline from `qdisc_rng`: two streams from the
     /// direction's seed, so changing the discipline does not change which packets are lost.
     rng: Rng,
@@ -326,6 +344,7 @@ impl Pipeline {
         Pipeline {
             loss: cfg.loss,
             max_frame_bytes: cfg.max_frame_bytes,
+            ect1_rewrite: cfg.ect1_rewrite.clone(),
             rng: Rng::new(cfg.seed),
             qdisc_rng: Rng::new(cfg.seed ^ QDISC_STREAM),
             queue: Queue::new(cfg.queue.build(cfg.seed)),
@@ -358,7 +377,7 @@ impl Pipeline {
 
     /// A packet of `wire_len` bytes arrives at `now`; `data` holds the frame or, in a replay,
     /// its headers only. `tag` is carried through to the logs and the departure.
-    pub fn arrive_with(&mut self, now: Instant, data: Vec<u8>, wire_len: u32, tag: u32) {
+    pub fn arrive_with(&mut self, now: Instant, mut data: Vec<u8>, wire_len: u32, tag: u32) {
         self.advance(now);
         self.stats.arrivals += 1;
         self.stats.bytes_in += wire_len as u64;
@@ -367,10 +386,10 @@ impl Pipeline {
             Some(DropReason::Runt)
         } else if len > self.max_frame_bytes {
             Some(DropReason::Oversize)
-        } else if self.rng.chance(self.loss) {
-            Some(DropReason::Loss)
         } else {
-            None
+            // Before loss: a frame the link then loses was ECT(1) when it entered, as its capture shows.
+            self.rewrite_ect1(&mut data);
+            self.rng.chance(self.loss).then_some(DropReason::Loss)
         };
         let mut pkt = Packet::with_headers(self.next_id, data, wire_len, tag);
         self.next_id += 1;
@@ -388,6 +407,18 @@ impl Pipeline {
         server.kick(now, &mut take, &mut |t, p| line.push(t, p, rng));
     }
 
+    /// ECT(0) into ECT(1) if the frame is TCP of a pair in `ect1_rewrite`: a probe between the
+    /// same hosts keeps the codepoint it was sent with.
+    fn rewrite_ect1(&mut self, data: &mut [u8]) {
+        if self.ect1_rewrite.is_empty() || crate::wire::ecn(data) != Some(crate::wire::Ecn::Ect0) {
+            return;
+        }
+        let Some((src, dst)) = crate::wire::ipv4_tcp_addresses(data) else { return };
+        if self.ect1_rewrite.iter().any(|p| p.src == src && p.dst == dst) && crate::wire::ect0_to_ect1(data) {
+            self.stats.ect1_rewritten += 1;
+        }
+    }
+
     /// Moves time to `now` and hands out every packet due by then, in order.
     pub fn poll(&mut self, now: Instant, out: &mut Vec<Departure>) {
         self.advance(now);
@@ -395,8 +426,9 @@ impl Pipeline {
             let d = self.line.q.pop_front().unwrap();
             self.stats.departures += 1;
             self.stats.bytes_out += d.packet.len() as u64;
-            if let Some(codepoint) = crate::wire::dscp(&d.packet.data) {
-                self.stats.departures_by_dscp[codepoint as usize] += 1;
+            if let Some(tos) = crate::wire::traffic_class(&d.packet.data) {
+                self.stats.departures_by_dscp[(tos >> 2) as usize] += 1;
+                self.stats.departures_by_ecn[(tos & 3) as usize] += 1;
             }
             out.push(d);
         }

@@ -51,10 +51,24 @@ pub struct DirectionStats {
     /// Departures per DSCP (index: the codepoint), so a test can see marks reach the wire;
     /// frames that are not IP are not counted here.
     pub departures_by_dscp: [u64; 64],
+    /// Departures per ECN codepoint (index: its two bits, wire::Ecn), IP frames only: the mix
+    /// the next hop sees, CE marks included.
+    pub departures_by_ecn: [u64; 4],
+    /// Arrivals turned from ECT(0) into ECT(1) (the direction's `ect1_rewrite`).
+    pub ect1_rewritten: u64,
 }
 
 impl Default for DirectionStats {
     fn default() -> Self {
-        DirectionStats { arrivals: 0, bytes_in: 0, departures: 0, bytes_out: 0, drops: DropCounts::default(), departures_by_dscp: [0; 64] }
+        DirectionStats {
+            arrivals: 0,
+            bytes_in: 0,
+            departures: 0,
+            bytes_out: 0,
+            drops: DropCounts::default(),
+            departures_by_dscp: [0; 64],
+            departures_by_ecn: [0; 4],
+            ect1_rewritten: 0,
+        }
     }
 }

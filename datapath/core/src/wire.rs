@@ -1,6 +1,7 @@
 //! Just enough of Ethernet, IPv4 and IPv6 for queue disciplines: the DSCP and ECN fields
-//! (RFC 2474, RFC 3168), marking Congestion Experienced with the IPv4 header checksum kept valid, and a flow key
-//! for fair queueing. Frames that are not IP, or too short, are left alone.
+//! (RFC 2474, RFC 3168), marking Congestion Experienced and turning ECT(0) into ECT(1) (RFC 9331)
+//! with the IPv4 header checksum kept valid, and a flow key for fair queueing. Frames that are
+//! not IP, or too short, are left alone.
 
 const ETH_HEADER: usize = 14;
 const ETHERTYPE_IPV4: u16 = 0x0800;
@@ -22,12 +23,25 @@ pub enum Ecn {
 }
 
 impl Ecn {
-    fn from_bits(b: u8) -> Ecn {
+    /// Every codepoint, in the order of their bits (0 to 3).
+    pub const ALL: [Ecn; 4] = [Ecn::NotEct, Ecn::Ect1, Ecn::Ect0, Ecn::Ce];
+
+    pub fn from_bits(b: u8) -> Ecn {
         match b & 3 {
             0 => Ecn::NotEct,
             1 => Ecn::Ect1,
             2 => Ecn::Ect0,
             _ => Ecn::Ce,
+        }
+    }
+
+    /// Its name in the stats file.
+    pub fn name(self) -> &'static str {
+        match self {
+            Ecn::NotEct => "not_ect",
+            Ecn::Ect1 => "ect1",
+            Ecn::Ect0 => "ect0",
+            Ecn::Ce => "ce",
         }
     }
 }
@@ -60,19 +74,59 @@ fn l3(frame: &[u8]) -> Option<L3> {
 
 /// The frame's ECN codepoint; None when it is not an IP packet.
 pub fn ecn(frame: &[u8]) -> Option<Ecn> {
+    traffic_class(frame).map(Ecn::from_bits)
+}
+
+/// The frame's IPv4 TOS byte or IPv6 traffic class: the DSCP above the two ECN bits; None
+/// when it is not an IP packet. One look at the headers for both fields.
+pub fn traffic_class(frame: &[u8]) -> Option<u8> {
     match l3(frame)? {
-        L3::V4(ip) => Some(Ecn::from_bits(frame[ip + 1])),
-        L3::V6(ip) => Some(Ecn::from_bits(frame[ip + 1] >> 4)),
+        L3::V4(ip) => Some(frame[ip + 1]),
+        L3::V6(ip) => Some((frame[ip] << 4) | (frame[ip + 1] >> 4)),
+    }
+}
+
+/// The source and destination addresses of an IPv4 TCP packet; None for any other frame.
+pub fn ipv4_tcp_addresses(frame: &[u8]) -> Option<([u8; 4], [u8; 4])> {
+    match l3(frame)? {
+        L3::V4(ip) if frame[ip + 9] == IPPROTO_TCP => {
+            Some((frame[ip + 12..ip + 16].try_into().ok()?, frame[ip + 16..ip + 20].try_into().ok()?))
+        }
+        _ => None,
+    }
+}
+
+/// Replaces IPv4's TOS byte, updating the header checksum incrementally (RFC 1624 eqn. 3:
+/// HC' = ~(~HC + ~m + m'), in ones' complement arithmetic, over the 16-bit word holding it).
+fn set_tos_v4(frame: &mut [u8], ip: usize, tos: u8) {
+    let old_word = be16(frame, ip);
+    frame[ip + 1] = tos;
+    let new_word = be16(frame, ip);
+    let hc = be16(frame, ip + 10);
+    let sum = ones_add(ones_add(!hc, !old_word), new_word);
+    frame[ip + 10..ip + 12].copy_from_slice(&(!sum).to_be_bytes());
+}
+
+/// Turns ECT(0) into ECT(1), the L4S identifier (RFC 9331), keeping a valid IPv4 checksum (IPv6
+/// has none). True when it did; Not-ECT, ECT(1), CE and frames that are not IP are left alone.
+pub fn ect0_to_ect1(frame: &mut [u8]) -> bool {
+    match l3(frame) {
+        Some(L3::V4(ip)) if Ecn::from_bits(frame[ip + 1]) == Ecn::Ect0 => {
+            set_tos_v4(frame, ip, (frame[ip + 1] & !3) | Ecn::Ect1 as u8);
+            true
+        }
+        Some(L3::V6(ip)) if Ecn::from_bits(frame[ip + 1] >> 4) == Ecn::Ect0 => {
+            frame[ip + 1] = (frame[ip + 1] & !0x30) | ((Ecn::Ect1 as u8) << 4);
+            true
+        }
+        _ => false,
     }
 }
 
 /// The frame's DSCP (the six high bits of IPv4's TOS or IPv6's traffic class, RFC 2474);
 /// None when it is not an IP packet.
 pub fn dscp(frame: &[u8]) -> Option<u8> {
-    match l3(frame)? {
-        L3::V4(ip) => Some(frame[ip + 1] >> 2),
-        L3::V6(ip) => Some(((frame[ip] & 0x0F) << 2) | (frame[ip + 1] >> 6)),
-    }
+    traffic_class(frame).map(|tc| tc >> 2)
 }
 
 /// Marks Congestion Experienced. True when the packet now carries CE (it was ECN-capable, or
@@ -85,13 +139,7 @@ pub fn set_ce(frame: &mut [u8]) -> bool {
                 Ecn::NotEct => false,
                 Ecn::Ce => true,
                 Ecn::Ect0 | Ecn::Ect1 => {
-                    let old_word = be16(frame, ip);
-                    frame[ip + 1] |= 3;
-                    let new_word = be16(frame, ip);
-                    // RFC 1624 eqn. 3: HC' = ~(~HC + ~m + m'), in ones' complement arithmetic.
-                    let hc = be16(frame, ip + 10);
-                    let sum = ones_add(ones_add(!hc, !old_word), new_word);
-                    frame[ip + 10..ip + 12].copy_from_slice(&(!sum).to_be_bytes());
+                    set_tos_v4(frame, ip, frame[ip + 1] | 3);
                     true
                 }
             }
@@ -112,12 +160,7 @@ pub fn set_ce(frame: &mut [u8]) -> bool {
 pub fn clear_dscp(frame: &mut [u8]) -> bool {
     match l3(frame) {
         Some(L3::V4(ip)) if frame[ip + 1] >> 2 != 0 => {
-            let old_word = be16(frame, ip);
-            frame[ip + 1] &= 3;
-            let new_word = be16(frame, ip);
-            let hc = be16(frame, ip + 10);
-            let sum = ones_add(ones_add(!hc, !old_word), new_word);
-            frame[ip + 10..ip + 12].copy_from_slice(&(!sum).to_be_bytes());
+            set_tos_v4(frame, ip, frame[ip + 1] & 3);
             true
         }
         Some(L3::V6(ip)) if dscp(frame) != Some(0) => {
@@ -349,6 +392,41 @@ mod tests {
             assert_eq!(f[ETH_HEADER + 1], want, "DSCP bits kept");
             assert_eq!(ecn(&f), Some(Ecn::from_bits(want)));
         }
+    }
+
+    #[test]
+    fn only_ect0_becomes_ect1_and_the_ipv4_checksum_stays_valid() {
+        for tos in 0..=255u8 {
+            let mut f = v4(tos);
+            let was = Ecn::from_bits(tos);
+            assert_eq!(ect0_to_ect1(&mut f), was == Ecn::Ect0, "tos {tos:#x}");
+            assert_eq!(ipv4_checksum(&f[ETH_HEADER..ETH_HEADER + 20]), 0, "tos {tos:#x}");
+            let want = if was == Ecn::Ect0 { (tos & !3) | 1 } else { tos };
+            assert_eq!(f[ETH_HEADER + 1], want, "tos {tos:#x}: the DSCP kept");
+        }
+        let mut f = vec![0u8; 14 + 40 + 8];
+        f[12..14].copy_from_slice(&ETHERTYPE_IPV6.to_be_bytes());
+        f[14] = 0x6B; // traffic class 0xBA: EF, ECT(0)
+        f[15] = 0xA5; // flow label's high nibble 5
+        assert!(ect0_to_ect1(&mut f));
+        assert_eq!((f[14], f[15]), (0x6B, 0x95), "only the ECN bits change");
+        assert_eq!((ecn(&f), dscp(&f)), (Some(Ecn::Ect1), Some(46)));
+        assert!(!ect0_to_ect1(&mut f), "ECT(1) stays");
+        assert!(!ect0_to_ect1(&mut [0u8; 30]), "not IP");
+    }
+
+    #[test]
+    fn tcp_addresses_are_read_from_ipv4_tcp_only() {
+        let mut f = synthetic_ipv4_udp(0x01_0203, Ecn::NotEct, 100);
+        assert_eq!(ipv4_tcp_addresses(&f), None, "UDP");
+        f[ETH_HEADER + 9] = IPPROTO_TCP;
+        assert_eq!(ipv4_tcp_addresses(&f), Some(([10, 1, 2, 3], [10, 255, 255, 254])));
+        assert_eq!(ipv4_tcp_addresses(&f[..30]), None, "truncated");
+        let mut v6 = vec![0u8; 14 + 40];
+        v6[12..14].copy_from_slice(&ETHERTYPE_IPV6.to_be_bytes());
+        v6[14] = 0x60;
+        v6[14 + 6] = IPPROTO_TCP;
+        assert_eq!(ipv4_tcp_addresses(&v6), None, "IPv6");
     }
 
     #[test]

@@ -340,4 +340,21 @@ mod tests {
         one.add(1_234);
         assert_eq!(one.quantile_ns(0.99), 1_234);
     }
+
+    #[test]
+    fn a_probability_record_is_written_at_its_update_time() {
+        use bloatlab_core::pipeline::EventKind;
+        use bloatlab_core::qdisc::PacketInfo;
+        // DualPI2's p' = 3/8 at 16 ms, with two frames queued then: kind 5, value in parts per 2^32.
+        let e = Event { t: Instant(16_000_000), kind: EventKind::Probability, reason: 0, value: 3 << 29, backlog_pkts: 2, backlog_bytes: 3028, packet: PacketInfo::default() };
+        let mut out = Vec::new();
+        write_events(&mut out, &[e]).unwrap();
+        let mut want = [0u8; 32];
+        want[0..8].copy_from_slice(&16_000_000u64.to_le_bytes());
+        want[8..16].copy_from_slice(&(3u64 << 29).to_le_bytes());
+        want[16..20].copy_from_slice(&3028u32.to_le_bytes());
+        want[20..24].copy_from_slice(&2u32.to_le_bytes());
+        want[24] = 5;
+        assert_eq!(out, want);
+    }
 }

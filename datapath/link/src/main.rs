@@ -21,6 +21,7 @@ use bloatlab_core::fabric::{Fabric, SwitchCounts};
 use bloatlab_core::qdisc::{DualPi2Stats, TinReport};
 use bloatlab_core::rate::Rate;
 use bloatlab_core::stats::DropCounts;
+use bloatlab_core::wire::Ecn;
 use bloatlab_core::Pipeline;
 use serde_json::{json, Value};
 
@@ -176,6 +177,10 @@ fn snapshot_json(s: &Snapshot, worker: usize) -> Value {
         // Only the codepoints seen, by number ("46": EF).
         "departures_by_dscp": s.dir.departures_by_dscp.iter().enumerate().filter(|(_, &n)| n > 0)
             .map(|(c, &n)| (c.to_string(), json!(n))).collect::<serde_json::Map<_, _>>(),
+        // Every codepoint, by name ("not_ect", "ect1", "ect0", "ce").
+        "departures_by_ecn": Ecn::ALL.iter().map(|&e| (e.name().to_string(), json!(s.dir.departures_by_ecn[e as usize])))
+            .collect::<serde_json::Map<_, _>>(),
+        "ect1_rewritten": s.dir.ect1_rewritten,
         "depart_error_ns": lateness_json(&s.late),
         "late_arrivals": {"count": s.late_arrivals, "max_ns": s.late_arrival_max_ns},
         "worker": worker,

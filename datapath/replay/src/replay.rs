@@ -66,7 +66,8 @@ impl Books {
         for e in self.events.drain(..) {
             let info = e.packet;
             match e.kind {
-                EventKind::Enqueue => {}
+                // A packet's fate only: the replay writes no queue log.
+                EventKind::Enqueue | EventKind::Probability => {}
                 EventKind::Dequeue => self.dequeued.push_back((info.id, e.value)),
                 EventKind::Mark => {
                     let reason = MarkReason::ALL[e.reason as usize - 1];
@@ -183,6 +184,7 @@ mod tests {
             queue,
             seed: 7,
             max_frame_bytes: 65535,
+            ect1_rewrite: Vec::new(),
         }
     }
 

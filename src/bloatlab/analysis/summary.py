@@ -68,6 +68,9 @@ def summary_lines(summary: Summary | None) -> list[tuple[str, str]]:
         lines.append((f"queue {link} drops", show_number(q.drops, "d") + reasons))
         if q.marks:
             lines.append((f"queue {link} CE marks", ", ".join(f"{r} {n}" for r, n in q.marks.items())))
+        if q.departures_by_ecn and any(q.departures_by_ecn.values()):
+            lines.append((f"queue {link} sent, by ECN", ", ".join(f"{c.replace('_', '-')} {n}"
+                                                                  for c, n in q.departures_by_ecn.items())))
     if (late := summary.lateness) is not None:
         value = f"{show_number(late.p99_us, '.0f')} us ({late.direction})"
         if late.within is not None and late.sentinel_p99_us is not None:

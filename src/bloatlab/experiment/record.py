@@ -109,7 +109,9 @@ def flow_from_json(doc: dict[str, Any]) -> FlowSummary:
 class QueueSummary(Plain):
     """A probed queue over the run (summary.json "queue"): time-weighted mean and the maximum
     backlog, in packets and bytes, and the queue's own drops; with the datapath's log, its drops
-    and CE marks by reason. Null where nothing was recorded."""
+    and CE marks by reason; on a userspace link, its departures by ECN codepoint (CE marks
+    included) over the datapath's life, the mix the next hop saw. Null where nothing was
+    recorded."""
 
     mean_pkts: float | None
     max_pkts: int | None
@@ -118,10 +120,11 @@ class QueueSummary(Plain):
     drops: int | None
     drops_by_reason: dict[str, int] | None = None  # only the datapath's log says why
     marks: dict[str, int] | None = None
+    departures_by_ecn: dict[str, int] | None = None  # not_ect, ect1, ect0, ce: the datapath's stats
 
     def to_dict(self) -> dict[str, Any]:
         numbers = super().to_dict()
-        verdicts = {name: numbers.pop(name) for name in ("drops_by_reason", "marks")}
+        verdicts = {name: numbers.pop(name) for name in ("drops_by_reason", "marks", "departures_by_ecn")}
         return {**{name: v for name, v in verdicts.items() if v is not None}, **numbers}
 
 

@@ -31,9 +31,10 @@ from bloatlab.experiment.record import BulkSummary, Collected, FlowSummary, Irtt
 from bloatlab.experiment.responsiveness.workload import ResponsivenessTest
 from bloatlab.experiment.running import Running, last_line, route_congestion_control
 from bloatlab.specs import dscp
-from bloatlab.specs.model import Bulk, Irtt, Ping, Udp, Web, Workload
-from bloatlab.specs.workloads import BOTH_ENDS_CCS, tcp_ends
+from bloatlab.specs.model import Bulk, Experiment, Irtt, Ping, Udp, Web, Workload
+from bloatlab.specs.workloads import BOTH_ENDS_CCS, SCALABLE_CCS, tcp_ends
 from bloatlab.testbed import congestion, machine
+from bloatlab.testbed.links.base import Ect1Flow
 
 IPERF_INTERVAL_S = 0.1
 
@@ -173,7 +174,7 @@ class PingFlow(Running):
     w: Ping
 
     def start(self) -> None:
-        argv = ["ping", "-D", "-n", "-i", f"{self.w.interval_ns / 1e9:g}", "-Q", str(dscp.tos(self.w.dscp)),
+        argv = ["ping", "-D", "-n", "-i", f"{self.w.interval_ns / 1e9:g}", "-Q", str(dscp.tos(self.w.dscp, self.w.ecn)),
                 self.net.address(self.w.dst)]
         self._spawn(self.w.src, argv, self.raw / f"{self.w.name}.ping.txt")
         self.started = True
@@ -221,7 +222,7 @@ class IrttProbe(Running):
 
     def start(self) -> None:
         argv = ["irtt", "client", "-Q", "-i", f"{self.w.interval_ns}ns", "-d", f"{self.w.stop_ns - self.w.start_ns}ns",
-                f"--dscp={dscp.tos(self.w.dscp)}", "-o", str(self.raw / f"{self.w.name}.irtt.json"),
+                f"--dscp={dscp.tos(self.w.dscp, self.w.ecn)}", "-o", str(self.raw / f"{self.w.name}.irtt.json"),
                 f"{self.net.address(self.w.dst)}:{self.port}"]
         self._spawn(self.w.src, argv, self.raw / f"{self.w.name}.client.txt")
         self.started = True
@@ -379,3 +380,38 @@ def check_congestion_controls(workloads: list[Workload]) -> None:
         ends = tcp_ends(w)
         if ends is not None and ends[2]:
             congestion.check(ends[2], f"workloads[{w.index}].cc")
+
+
+def ect1_flows(workloads: list[Workload]) -> list[Ect1Flow]:
+    """The bulk flows that ask for ECT(1) (`ecn = "ect1"`): the datapath marks them where they
+    enter it, since this kernel's TCP sends ECT(0) for every ECN flow."""
+    return [Ect1Flow(w.src, w.dst, f"workloads[{w.index}].ecn") for w in workloads
+            if isinstance(w, Bulk) and w.ecn == "ect1"]
+
+
+def ecn_origins(exp: Experiment) -> dict[str, str]:
+    """How each workload's packets get their ECN codepoint, for run.json's flows: the codepoint
+    they cross the network with (before any queue marks CE), and who sets it."""
+    out: dict[str, str] = {}
+    simulated = exp.backend == "ns3"
+    rewritten = {(f.src, f.dst) for f in ect1_flows(list(exp.workloads))}
+    for w in exp.workloads:
+        if isinstance(w, (Ping, Irtt)):
+            tool = "ping -Q" if isinstance(w, Ping) else "irtt --dscp"
+            out[w.name] = w.ecn if w.ecn == "not-ect" else f"{w.ecn} ({tool})"
+        elif (ends := tcp_ends(w)) is not None:
+            src, dst, cc = ends
+            cc = cc or exp.topology.host_cc(src)
+            if cc not in SCALABLE_CCS:
+                out[w.name] = "not-ect"
+            elif simulated:
+                out[w.name] = "ect1 (ns-3's TcpDctcp)"
+            elif (src, dst) in rewritten:
+                index, which = exp.topology.first_hop(src)
+                out[w.name] = (f"ect1 (set where it enters the datapath, on "
+                               f"{exp.topology.links[index].direction_name(which)}; the kernel sends ect0)")
+            else:
+                out[w.name] = "ect0 (the kernel's)"
+        else:
+            out[w.name] = "not-ect"
+    return out

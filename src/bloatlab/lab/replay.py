@@ -16,6 +16,7 @@ from typing import Any
 from bloatlab import proc
 from bloatlab.errors import MachineError, SpecError
 from bloatlab.progress import Progress
+from bloatlab.specs import dscp
 from bloatlab.specs.model import DirectionSpec
 from bloatlab.specs.units import format_rate
 from bloatlab.testbed import capabilities
@@ -23,7 +24,7 @@ from bloatlab.testbed.datapath import direction_config
 
 BINARY_NAME = "bloatlab-replay"
 PROCESSES = ("constant", "poisson", "on-off")
-ECN_CODES = {"not-ect": 0, "ect1": 1, "ect0": 2, "ce": 3}
+ECN_CODES = dscp.ECN  # the two ECN bits by name, as specs name them
 MIN_SIZE_BYTES, MAX_SIZE_BYTES = 42, 65535  # Ethernet + IPv4 + UDP headers .. an IPv4 datagram
 TRACE_OPPORTUNITY_BYTES = 1504  # what one Mahimahi delivery opportunity carries
 

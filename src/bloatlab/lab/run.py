@@ -32,7 +32,8 @@ from bloatlab.experiment.probes import QueueSource, RunProbes, choose_tcp_probe
 from bloatlab.experiment.record import Collected, QueueMeasure, RunRecord
 from bloatlab.experiment.schedule import play
 from bloatlab.experiment.running import RunFault, Running, pick_ports
-from bloatlab.experiment.workloads import check_congestion_controls, check_tools, congestion_controls, running
+from bloatlab.experiment.workloads import (check_congestion_controls, check_tools, congestion_controls, ect1_flows,
+                                           running)
 from bloatlab.interrupts import Interrupts
 from bloatlab.lab.executors import Executor, LocalExecutor, ParallelExecutor, RunResult, Tick
 from bloatlab.lab.outcome import Outcome, default_out, now, preload_writers, write_outcome
@@ -51,7 +52,7 @@ from bloatlab.testbed.links.base import Captures
 from bloatlab.testbed.machine import (cpu_pressure_us, machine, pressure_share, pressure_warnings, snapshots,
                                       tool_versions)
 from bloatlab.testbed.links.kernel import qdiscs_wanted
-from bloatlab.testbed.network import DP_NODE, Network, sweep_backends
+from bloatlab.testbed.network import DP_NODE, Network, ect1_directions, sweep_backends
 
 log = logging.getLogger(__name__)
 
@@ -172,7 +173,8 @@ class Run:
                             exp.probes.pcap_limit_bytes) if exp.probes.pcap else None
         self.net = Network(exp.topology, record.network or network_name(), qlog_dir=self.dir.raw / "qlog",
                            qlog_directions=set(exp.probes.queue), captures=captures, punctual=exp.punctual,
-                           congestion_controls=congestion_controls(list(exp.workloads)))
+                           congestion_controls=congestion_controls(list(exp.workloads)),
+                           ect1_flows=ect1_flows(list(exp.workloads)))
         record.network = self.net.name
         self.workloads = [running(w, self.net, self.dir.raw, self.clock, record.ports[w.name])
                           for w in exp.workloads]
@@ -423,7 +425,11 @@ def one_backend_per_link(plan: SweepPlan, kernel_qdiscs: dict[str, bool] | None 
     if kernel_qdiscs is None:
         kernel_able = [link for e in experiments for link in e.topology.links if link.backend != "userspace"]
         kernel_qdiscs = capabilities.kernel_qdiscs(qdiscs_wanted(kernel_able)) if kernel_able else {}
-    chosen = sweep_backends([e.topology for e in experiments], kernel_qdiscs, frozenset(plan.first.probes.pcap))
+    # Captured directions, and those where a flow is marked ECT(1), need the datapath at every point.
+    marked = {direction for e in experiments
+              for direction in ect1_directions(e.topology, ect1_flows(list(e.workloads)))}
+    datapath_only = frozenset(plan.first.probes.pcap) | marked
+    chosen = sweep_backends([e.topology for e in experiments], kernel_qdiscs, datapath_only)
     return plan.replace_points(lambda e: e.with_link_backends(chosen)), chosen
 
 

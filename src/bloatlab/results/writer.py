@@ -4,9 +4,11 @@ RunRecord the experiment layer hands on. Plots and reports come later, from thes
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from bloatlab.experiment.record import BulkSummary, QueueSummary, RunRecord, SimulatedDirection, UdpSummary
+from bloatlab.experiment.workloads import ecn_origins
 from bloatlab.results.files import RunDir
 from bloatlab.results.stats import describe
 from bloatlab.results.summary import (Bufferbloat, CaptureFileSummary, CaptureSummary, CpuShare, DualPi2Summary,
@@ -23,8 +25,10 @@ def summary(record: RunRecord) -> RunSummary:
     """summary.json: the headline numbers, statistics over the samples."""
     collected = record.collected
     fetches = [s for _, s, _, ok in collected.fetch if ok]
-    # Every probed direction, with null numbers where nothing was measured (a run cut short early).
-    queue = {name: record.queues[name].summary if name in record.queues else QueueSummary.unmeasured()
+    # Every probed direction, with null numbers where nothing was measured (a run cut short early),
+    # and the ECN codepoints it sent on where the datapath counted them.
+    queue = {name: with_ecn(record.queues[name].summary if name in record.queues else QueueSummary.unmeasured(),
+                            record.datapath_stats.get(name))
              for name in record.experiment.probes.queue}
     pings = None
     if len(collected.per_ping) > 1:  # RTT per probe, or under each phase of load (txqueuelen)
@@ -48,6 +52,14 @@ def summary(record: RunRecord) -> RunSummary:
         cpu=CpuShare(record.cpu_pressure, record.links_batching) if record.cpu_pressure is not None else None,
         tins=tins_of(record.datapath_stats) or None,
         dualpi2=dualpi2_of(record.datapath_stats) or None)
+
+
+def with_ecn(queue: QueueSummary, stats: DirectionStats | None) -> QueueSummary:
+    """A probed queue's summary with its direction's departures by ECN codepoint, where it is a
+    userspace one."""
+    if stats is None:
+        return queue
+    return dataclasses.replace(queue, departures_by_ecn=stats.departures_by_ecn.by_codepoint())
 
 
 def tins_of(datapath_stats: dict[str, DirectionStats]) -> dict[str, dict[str, TinSummary]]:
@@ -122,14 +134,15 @@ def run_document(record: RunRecord) -> dict[str, Any]:
                             "seed": exp.topology.direction_seed(index, which)}
         links.append(entry)
     flows = {}
+    ecn = ecn_origins(exp)  # the ECN codepoint each flow's packets carry, and who sets it
     for w in exp.workloads:
         if w.kind in ("bulk", "udp", "irtt"):
             flows[w.name] = {"kind": w.kind, "src": w.src, "dst": w.dst, "port": record.ports.get(w.name),
-                             "cc": getattr(w, "cc", None), "dscp": dscp.name(w.dscp)}
+                             "cc": getattr(w, "cc", None), "dscp": dscp.name(w.dscp), "ecn": ecn[w.name]}
         elif w.kind in ("web", "responsiveness"):
             # src is the server (downloads' sender); the run's RPM test may load both ways.
             flows[w.name] = {"kind": w.kind, "src": w.server, "dst": w.client, "port": record.ports.get(w.name),
-                             "cc": w.cc}
+                             "cc": w.cc, "ecn": ecn[w.name]}
     return {
         "bloatlab_version": __version__, "name": exp.name, "preset": exp.preset, "source": exp.source,
         "params": exp.params, "spec": exp.to_dict(),

@@ -113,6 +113,10 @@ def check(exp: Experiment) -> None:
                             field=f"{field}.buffer")
         if getattr(w, "dscp", 0):
             raise SpecError("the ns-3 backend does not mark packets; leave dscp out", field=f"{field}.dscp")
+        # A bulk flow's ecn = "ect1" is what ns-3's TcpDctcp sends anyway (its cc is dctcp): accepted.
+        if isinstance(w, Ping) and w.ecn != "not-ect":
+            raise SpecError("the ns-3 backend's pings are Not-ECT; leave ecn out, or run it emulated",
+                            field=f"{field}.ecn")
 
 
 def scenario(exp: Experiment, raw: Path, ports: dict[str, int]) -> str:

@@ -1,6 +1,6 @@
-"""DSCP codepoints by name (RFC 2474, 2597, 3246, 4594, 5865, 8622): the one place a spec's
-`dscp = "EF"` is read. The value is the six-bit codepoint; the IP header's TOS byte carries it
-shifted left by two, beside the two ECN bits.
+"""DSCP codepoints by name (RFC 2474, 2597, 3246, 4594, 5865, 8622), and ECN codepoints by name
+(RFC 3168, 9331): the one place a spec's `dscp = "EF"` and `ecn = "ect1"` are read. The DSCP is
+six bits; the IP header's TOS byte carries it shifted left by two, beside the two ECN bits.
 """
 
 from __future__ import annotations
@@ -34,6 +34,17 @@ def name(codepoint: int) -> str:
     return next((n for n, c in NAMES.items() if c == codepoint), str(codepoint))
 
 
-def tos(codepoint: int) -> int:
-    """The TOS byte (ECN bits clear) that carries the codepoint: what ping -Q and irtt take."""
-    return codepoint << 2
+# The two ECN bits by the names specs and the datapath's stats use (the stats write "not_ect").
+ECN = {"not-ect": 0, "ect1": 1, "ect0": 2, "ce": 3}
+
+
+def parse_ecn(value: object, where: str) -> str:
+    """An ECN codepoint by its name (any case)."""
+    if isinstance(value, str) and value.strip().lower() in ECN:
+        return value.strip().lower()
+    raise SpecError(f"{show(value)} is not an ECN codepoint; write one of: {', '.join(ECN)}", field=where)
+
+
+def tos(codepoint: int, ecn: str = "not-ect") -> int:
+    """The TOS byte that carries the DSCP and the ECN codepoint: what ping -Q and irtt take."""
+    return codepoint << 2 | ECN[ecn]

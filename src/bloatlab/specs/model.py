@@ -163,6 +163,12 @@ class Topology:
     def address(self, host: str) -> str:
         return f"10.0.0.{list(self.hosts).index(host) + 1}"
 
+    def first_hop(self, host: str) -> tuple[int, str]:
+        """Where `host`'s packets enter the network: its link (a host has exactly one), as its
+        index, and the direction leaving the host ("forward" when the host is ends[0])."""
+        index = next(i for i, link in enumerate(self.links) if host in link.ends)
+        return index, "forward" if self.links[index].ends[0] == host else "reverse"
+
     def node_names(self) -> list[str]:
         return [*self.hosts, *self.switches]
 
@@ -255,6 +261,9 @@ class Bulk(FromTo):
     cc: str = "cubic"
     buffer_bytes: int | None = None  # socket buffer (iperf3 -w); None: the kernel's autotuning
     dscp: int = 0  # the codepoint its packets carry (specs/dscp.py)
+    # "ect1": its ECT(0) packets become ECT(1), the L4S identifier, where they enter the datapath
+    # (a scalable cc only: dctcp); None: the ECN codepoint its congestion control sends.
+    ecn: str | None = None
 
 
 @dataclass(frozen=True)
@@ -271,6 +280,7 @@ class Ping(FromTo):
 
     interval_ns: int = 100 * 10**6
     dscp: int = 0
+    ecn: str = "not-ect"  # the echo requests' ECN codepoint (specs/dscp.py's ECN)
 
 
 @dataclass(frozen=True)
@@ -279,6 +289,7 @@ class Irtt(FromTo):
 
     interval_ns: int = 100 * 10**6
     dscp: int = 0
+    ecn: str = "not-ect"  # the requests' ECN codepoint
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,7 @@ import difflib
 from typing import Any
 
 from bloatlab.errors import SpecError, show
-from bloatlab.specs.dscp import parse_dscp
+from bloatlab.specs.dscp import parse_dscp, parse_ecn
 from bloatlab.specs.model import (DEFAULT_WEB_SIZE_BYTES, DIRECTIONS, WORKLOAD_KINDS, Bulk, Irtt, Ping, Responsiveness,
                                  Topology, Udp, Web, Workload)
 from bloatlab.specs.reading import NAME_RE, check_keys, congestion_control, field_of
@@ -20,6 +20,10 @@ DEFAULT_CC = "cubic"  # a TCP workload's, where neither it nor its sending host 
 # gives every TCP connection between the two hosts that congestion control by their routes
 # (experiment.running.route_congestion_control): every TCP workload between them must use it.
 BOTH_ENDS_CCS = frozenset({"dctcp"})
+# Congestion controls that negotiate ECN and answer CE as a scalable one does (RFC 9331): a bulk
+# flow of theirs may carry ECT(1), the L4S identifier (`ecn = "ect1"`). This kernel's TCP sends
+# ECT(0) for them, so the datapath sets it where the flow enters (docs/experiments.md).
+SCALABLE_CCS = frozenset({"dctcp"})
 MIN_PING_INTERVAL_NS = 10 * 10**6  # what the issue promises; ping itself goes lower as root
 MIN_IRTT_INTERVAL_NS = 10**6  # below 1 ms the probes are load (the server is started with no floor)
 MIN_RESPONSIVENESS_NS = 10 * 10**9  # idle probes, then MAD (4) intervals to saturate and MAD to be stable
@@ -27,10 +31,10 @@ COMMON_WORKLOAD_KEYS = ("kind", "name", "start", "stop", "enabled")
 SWITCHES = {True: True, False: False, "on": True, "off": False, "true": True, "false": False,
             "yes": True, "no": False}
 WORKLOAD_KEYS = {
-    "bulk": ("from", "to", "cc", "buffer", "dscp"),
+    "bulk": ("from", "to", "cc", "buffer", "dscp", "ecn"),
     "udp": ("from", "to", "rate", "dscp"),
-    "ping": ("from", "to", "interval", "dscp"),
-    "irtt": ("from", "to", "interval", "dscp"),
+    "ping": ("from", "to", "interval", "dscp", "ecn"),
+    "irtt": ("from", "to", "interval", "dscp", "ecn"),
     "web": ("server", "client", "size", "every", "count", "timeout", "cc"),
     "responsiveness": ("server", "client", "direction", "cc"),
 }
@@ -99,6 +103,7 @@ def parse_workloads(raw: object, topology: Topology, duration_ns: int) -> list[W
                                 f"{test.client} its cc ({test.cc}); use that cc here too, or another pair of hosts",
                                 field=field_of(field_of("workloads", w.index), "cc"))
     _check_both_ends(workloads)
+    _check_ect1(workloads)
     web_cc: dict[str, str] = {}
     for w in workloads:
         if isinstance(w, Web) and web_cc.setdefault(w.server, w.cc) != w.cc:
@@ -136,6 +141,22 @@ def _check_both_ends(workloads: list[Workload]) -> None:
                             f"between them ({cc} needs both ends: bloatlab sets it on their routes); use cc = "
                             f'"{cc}" here too, or another pair of hosts',
                             field=field_of(field_of("workloads", w.index), "cc"))
+
+
+def _check_ect1(workloads: list[Workload]) -> None:
+    """ECT(1) is set on every TCP packet from a bulk flow's sender to its receiver (the datapath
+    matches their addresses): another bulk flow on that path must ask for it too, so that what
+    its spec says is what it gets."""
+    first: dict[tuple[str, str], Bulk] = {}
+    for w in workloads:
+        if isinstance(w, Bulk) and w.ecn == "ect1":
+            first.setdefault((w.src, w.dst), w)
+    for w in workloads:
+        if isinstance(w, Bulk) and w.ecn != "ect1" and (w.src, w.dst) in first:
+            raise SpecError(f'{first[w.src, w.dst].name} has ecn = "ect1", and the datapath sets ECT(1) on every '
+                            f'TCP packet from {w.src} to {w.dst}; write ecn = "ect1" here too, or use another pair of '
+                            'hosts',
+                            field=field_of(field_of("workloads", w.index), "ecn"))
 
 
 def _stop(table: dict[str, Any], where: str, duration_ns: int) -> int:
@@ -187,7 +208,27 @@ def _parse_bulk(table, where, topology, common) -> Bulk:
     _whole_seconds(common, where)
     cc = _cc(table, where, topology.host_cc(src))
     buffer = parse_size_bytes(table["buffer"], field_of(where, "buffer")) if "buffer" in table else None
-    return Bulk(**common, src=src, dst=dst, cc=cc, buffer_bytes=buffer, dscp=_dscp(table, where))
+    return Bulk(**common, src=src, dst=dst, cc=cc, buffer_bytes=buffer, dscp=_dscp(table, where),
+                ecn=_bulk_ecn(table, where, cc))
+
+
+def _bulk_ecn(table: dict[str, Any], where: str, cc: str) -> str | None:
+    """A bulk flow's `ecn`: "ect1" with a scalable congestion control, or absent (its cc's own)."""
+    if "ecn" not in table:
+        return None
+    value = table["ecn"]
+    if not isinstance(value, str) or value.strip().lower() != "ect1":
+        raise SpecError(f'{show(table["ecn"])} cannot be asked of a TCP flow, whose packets carry what its congestion '
+                        'control negotiates; write ecn = "ect1" (with cc = "dctcp") for the L4S identifier, or leave '
+                        'ecn out', field=field_of(where, "ecn"))
+    if cc not in SCALABLE_CCS:
+        raise SpecError(f"ECT(1) says a flow negotiated ECN and answers each CE mark as a scalable one does, and "
+                        f'{cc} does not; use cc = "dctcp", or leave ecn out', field=field_of(where, "ecn"))
+    return "ect1"
+
+
+def _probe_ecn(table: dict[str, Any], where: str) -> str:
+    return parse_ecn(table.get("ecn", "not-ect"), field_of(where, "ecn"))
 
 
 def _dscp(table: dict[str, Any], where: str) -> int:
@@ -217,7 +258,8 @@ def _interval(table: dict[str, Any], where: str, minimum_ns: int) -> int:
 def _parse_ping(table, where, topology, common) -> Ping:
     src, dst = _two_hosts(table, where, topology, "from", "to")
     interval = _interval(table, where, MIN_PING_INTERVAL_NS)
-    return Ping(**common, src=src, dst=dst, interval_ns=interval, dscp=_dscp(table, where))
+    return Ping(**common, src=src, dst=dst, interval_ns=interval, dscp=_dscp(table, where),
+                ecn=_probe_ecn(table, where))
 
 
 def _parse_irtt(table, where, topology, common) -> Irtt:
@@ -226,7 +268,8 @@ def _parse_irtt(table, where, topology, common) -> Irtt:
     if (common["stop_ns"] - common["start_ns"]) < 2 * interval:
         raise SpecError("the probe must run for at least two intervals; lengthen it or shorten the interval",
                         field=field_of(where, "interval"))
-    return Irtt(**common, src=src, dst=dst, interval_ns=interval, dscp=_dscp(table, where))
+    return Irtt(**common, src=src, dst=dst, interval_ns=interval, dscp=_dscp(table, where),
+                ecn=_probe_ecn(table, where))
 
 
 def _parse_web(table, where, topology, common) -> Web:

@@ -31,7 +31,10 @@ STOP_TIMEOUT_S = 5.0
 QLOG_RECORD_BYTES = 32
 QLOG_FIELDS = (("t_ns", "<u8", 0), ("value", "<u8", 8), ("backlog_bytes", "<u4", 16),
                ("backlog_pkts", "<u4", 20), ("kind", "u1", 24), ("reason", "u1", 25))
-KIND_ENQUEUE, KIND_DEQUEUE, KIND_DROP, KIND_MARK = 1, 2, 3, 4
+KIND_ENQUEUE, KIND_DEQUEUE, KIND_DROP, KIND_MARK, KIND_PROB = 1, 2, 3, 4, 5
+# A KIND_PROB record's value: the discipline's probability (dualpi2's p', pie's drop probability)
+# in parts per 2^32, so value / PROB_ONE is the probability.
+PROB_ONE = 1 << 32
 # Codes as in the core's DropReason and MarkReason (datapath/core/src/reason.rs; bloatlab-link --describe).
 DROP_REASONS = {1: "loss", 2: "queue_full", 3: "head_drop", 4: "oversize", 5: "runt", 6: "red_early",
                 7: "red_forced", 8: "codel", 9: "pie_early", 10: "fq_overflow", 11: "cobalt", 12: "blue",
@@ -168,7 +171,8 @@ def qlog_dtype() -> np.dtype:
 
 def read_qlog(path: str | Path) -> np.ndarray:
     """A queue log as a structured array (fields t_ns, value, backlog_bytes, backlog_pkts,
-    kind, reason). A partly written last record is left out."""
+    kind, reason; KIND_PROB records' value / PROB_ONE is a probability). A partly written last
+    record is left out."""
     import numpy as np
 
     data = Path(path).read_bytes()

@@ -135,6 +135,24 @@ class DualPi2Stats(_Plain):
 
 
 @dataclass(frozen=True)
+class EcnCounts(_Plain):
+    """Departures per ECN codepoint (IP frames only), by the names the stats file writes."""
+
+    not_ect: int
+    ect1: int  # the L4S identifier (RFC 9331)
+    ect0: int
+    ce: int  # Congestion Experienced: marked here or upstream
+
+    @property
+    def total(self) -> int:
+        return self.not_ect + self.ect1 + self.ect0 + self.ce
+
+    def by_codepoint(self) -> dict[str, int]:
+        """Each codepoint's count by name, in the order of their bits (00, 01, 10, 11)."""
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+@dataclass(frozen=True)
 class DirectionStats:
     """One link direction's counters since the datapath started."""
 
@@ -151,6 +169,8 @@ class DirectionStats:
     drops: dict[str, int]  # by reason (DROP_REASONS' names, and rx_overrun, tx_error)
     marks: dict[str, int]  # CE marks by reason (MARK_REASONS' names)
     departures_by_dscp: dict[str, int]  # the codepoints seen, by number ("46")
+    departures_by_ecn: EcnCounts  # every ECN codepoint
+    ect1_rewritten: int  # arrivals turned from ECT(0) into ECT(1) here (the direction's ect1_rewrite)
     depart_error_ns: Lateness
     late_arrivals: LateArrivals
     worker: int  # its worker's index in the stats' workers
@@ -165,6 +185,8 @@ class DirectionStats:
                                                  "max_backlog_bytes")}
         return cls(**counters, drops=dict(doc["drops"]), marks=dict(doc["marks"]),
                    departures_by_dscp=dict(doc["departures_by_dscp"]),
+                   departures_by_ecn=EcnCounts.from_json(doc["departures_by_ecn"]),
+                   ect1_rewritten=doc["ect1_rewritten"],
                    depart_error_ns=Lateness.from_json(doc["depart_error_ns"]),
                    late_arrivals=LateArrivals.from_json(doc["late_arrivals"]), worker=doc["worker"],
                    capture=CaptureStats.from_json(doc["capture"]) if "capture" in doc else None,
@@ -174,7 +196,8 @@ class DirectionStats:
     def to_dict(self) -> dict[str, Any]:
         doc = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("capture", "tins", "dualpi2")}
         doc.update(drops=dict(self.drops), marks=dict(self.marks), departures_by_dscp=dict(self.departures_by_dscp),
-                   depart_error_ns=self.depart_error_ns.to_dict(), late_arrivals=self.late_arrivals.to_dict())
+                   departures_by_ecn=self.departures_by_ecn.to_dict(), depart_error_ns=self.depart_error_ns.to_dict(),
+                   late_arrivals=self.late_arrivals.to_dict())
         if self.capture is not None:  # else absent, as in the file
             doc["capture"] = self.capture.to_dict()
         if self.tins is not None:

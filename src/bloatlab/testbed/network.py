@@ -35,7 +35,7 @@ from bloatlab.specs.model import LinkSpec, Topology
 from bloatlab.testbed import capabilities, congestion, netns, state
 from bloatlab.testbed.datapath import BINARY_NAME as DATAPATH_BINARY, Datapath
 from bloatlab.testbed.datapath_stats import DatapathStats
-from bloatlab.testbed.links.base import Captures, LinkBackend, Port, Site, middle_ifaces
+from bloatlab.testbed.links.base import DIRECTIONS, Captures, Ect1Flow, LinkBackend, Port, Site, middle_ifaces
 from bloatlab.testbed.links.kernel import KernelBackend, qdiscs_wanted
 from bloatlab.testbed.links.userspace import UserspaceBackend
 
@@ -60,11 +60,12 @@ AUTO_ORDER = ("kernel", "userspace")
 
 
 def choose_backend(link: LinkSpec, kernel_qdiscs: dict[str, bool], index: int | None = None,
-                   captured: str | None = None) -> str:
+                   captured: str | None = None, ect1: Ect1Flow | None = None) -> str:
     """The backend that serves `link`: the one it names, or with "auto" the first in AUTO_ORDER
     that can serve everything it asks here. A backend the link names that cannot serve it, or
     none under "auto", is a one-line error naming the field to change. A link with a `captured`
-    direction needs the userspace datapath, the one that sees every packet and every drop."""
+    direction needs the userspace datapath, the one that sees every packet and every drop; so
+    does the first hop of an `ect1` flow, whose packets it marks ECT(1)."""
     def field(key: str) -> str:
         return f"links[{index}].{key}" if index is not None else f"link {link.name}: {key}"
 
@@ -73,6 +74,12 @@ def choose_backend(link: LinkSpec, kernel_qdiscs: dict[str, bool], index: int | 
             raise SpecError(f"the kernel backend cannot capture {captured} (probes.pcap): only bloatlab's "
                             'datapath sees each packet it sends and drops; use backend = "userspace" or "auto"',
                             field=field("backend"))
+        link = dataclasses.replace(link, backend="userspace")
+    if ect1 is not None:
+        if link.backend == "kernel":
+            raise SpecError(f"{ect1.src}'s packets enter the network on {link.name}, a kernel-backend link, and only "
+                            "bloatlab's datapath sets ECT(1) where a flow enters; give that link backend = "
+                            '"userspace" or "auto", or leave ecn out', field=ect1.field)
         link = dataclasses.replace(link, backend="userspace")
     if link.backend != "auto":
         refused = LINK_BACKENDS[link.backend].refusals(link, kernel_qdiscs)
@@ -90,17 +97,18 @@ def choose_backend(link: LinkSpec, kernel_qdiscs: dict[str, bool], index: int | 
 
 
 def sweep_backends(topologies: Sequence[Topology], kernel_qdiscs: dict[str, bool],
-                   captured: frozenset[str] = frozenset()) -> dict[str, str]:
+                   datapath_only: frozenset[str] = frozenset()) -> dict[str, str]:
     """One backend per "auto" link for every point of a sweep (a topology per point: the same
     links, other parameters), so that one comparison never mixes two implementations: the
     first in AUTO_ORDER that serves the link at every point. A link that names its backend
-    keeps it (each run checks it). A link with a `captured` direction is the datapath's. None
-    serving every point is a one-line error naming the link and why each backend cannot."""
+    keeps it (each run checks it). A link with a direction in `datapath_only` (captured, or
+    where a flow is marked ECT(1)) is the datapath's. None serving every point is a one-line
+    error naming the link and why each backend cannot."""
     chosen: dict[str, str] = {}
     for index, link in enumerate(topologies[0].links):
         if link.backend != "auto":
             continue
-        if captured & {link.direction_name("forward"), link.direction_name("reverse")}:
+        if datapath_only & {link.direction_name("forward"), link.direction_name("reverse")}:
             chosen[link.name] = "userspace"
             continue
         alike = [next(other for other in topo.links if other.name == link.name) for topo in topologies]
@@ -114,6 +122,16 @@ def sweep_backends(topologies: Sequence[Topology], kernel_qdiscs: dict[str, bool
                             "each backend can serve apart", field=f"links[{index}].backend")
         chosen[link.name] = name
     return chosen
+
+
+def ect1_directions(topology: Topology, flows: Iterable[Ect1Flow]) -> dict[str, list[Ect1Flow]]:
+    """The flows whose packets are marked ECT(1), by the direction where they enter the network
+    ("h1->s0": the one leaving the sender, on its one link)."""
+    out: dict[str, list[Ect1Flow]] = {}
+    for flow in flows:
+        index, which = topology.first_hop(flow.src)
+        out.setdefault(topology.links[index].direction_name(which), []).append(flow)
+    return out
 
 
 def inner_switches(topology: Topology, backends: Sequence[str]) -> frozenset[str]:
@@ -170,7 +188,8 @@ class Network:
     def __init__(self, topology: Topology, name: str, detach: bool = False, *,
                  qlog_dir: Path | None = None, qlog_directions: set[str] | None = None,
                  captures: Captures | None = None, topology_path: str | Path | None = None,
-                 punctual: bool = False, congestion_controls: Iterable[str] = ()):
+                 punctual: bool = False, congestion_controls: Iterable[str] = (),
+                 ect1_flows: Iterable[Ect1Flow] = ()):
         self.topology = topology
         self.name = check_name(name)
         self.detach = detach  # the datapath outlives this process (bloatlab up)
@@ -184,6 +203,8 @@ class Network:
         # The congestion controls the hosts' sockets will use (the workloads'), by the spec's
         # names, beside the hosts' defaults; the kernel's name for each, after up() or attach().
         self.congestion_controls = tuple(dict.fromkeys(congestion_controls))
+        # Flows whose ECT(0) packets the datapath marks ECT(1) where they enter it (scalable ones).
+        self.ect1_flows = ect1_directions(topology, ect1_flows)
         self.cc_names: dict[str, str] = {}
         self._state: state.NetworkState | None = None
         self._datapath: Datapath | None = None  # the userspace links' bloatlab-link, if any
@@ -267,9 +288,12 @@ class Network:
         kernel_able = [link for link in topo.links if link.backend != "userspace"]
         qdiscs = capabilities.kernel_qdiscs(qdiscs_wanted(kernel_able)) if kernel_able else {}
         captured = self.captures.directions if self.captures is not None else frozenset()
-        self.backends = [choose_backend(link, qdiscs, index,
-                                        next((d for d in map(link.direction_name, ("forward", "reverse")) if d in captured), None))
-                         for index, link in enumerate(topo.links)]
+        self.backends = []
+        for index, link in enumerate(topo.links):
+            directions = [link.direction_name(which) for which in DIRECTIONS]
+            self.backends.append(choose_backend(
+                link, qdiscs, index, captured=next((d for d in directions if d in captured), None),
+                ect1=next((flow for d in directions for flow in self.ect1_flows.get(d, ())), None)))
         if "userspace" in self.backends:
             capabilities.binary(DATAPATH_BINARY)  # missing, or of another version: said before building
         ports = [self._end_ports(index) for index in range(len(topo.links))]
@@ -349,7 +373,10 @@ class Network:
                 self._silence_ipv6([self.datapath_namespace])
             site = Site(topo, self.datapath_namespace, self.state_dir, detach=self.detach, qlog_dir=self.qlog_dir,
                         qlog_directions=self.qlog_directions, captures=self.captures,
-                        inner_switches=self.inner_switches, punctual=self.punctual)
+                        inner_switches=self.inner_switches, punctual=self.punctual,
+                        ect1_rewrite={direction: tuple(dict.fromkeys((topo.address(f.src), topo.address(f.dst))
+                                                                     for f in flows))
+                                      for direction, flows in self.ect1_flows.items()})
             builders = {name: LINK_BACKENDS[name](site) for name in dict.fromkeys(self.backends)}
             for index, (link, (a, b)) in enumerate(zip(topo.links, ports)):
                 builders[self.backends[index]].add_link(index, link, a, b)

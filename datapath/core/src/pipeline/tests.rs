@@ -15,6 +15,7 @@ fn cfg(rate: Rate, delay_ns: u64, queue: QueueConfig) -> DirectionConfig {
         queue,
         seed: 1,
         max_frame_bytes: DEFAULT_MAX_FRAME_BYTES,
+        ect1_rewrite: Vec::new(),
     }
 }
 
@@ -295,6 +296,112 @@ fn departures_are_counted_per_dscp() {
     assert_eq!(s.departures_by_dscp.iter().sum::<u64>(), 6);
 }
 
+const TCP: u8 = 6;
+const UDP: u8 = 17;
+
+/// An Ethernet + IPv4 frame of `len` bytes from `src` to `dst` carrying `ecn`, of protocol
+/// `proto`, its header checksum valid.
+fn ipv4_frame(src: [u8; 4], dst: [u8; 4], proto: u8, ecn: crate::wire::Ecn, len: usize) -> Vec<u8> {
+    let mut f = crate::wire::synthetic_ipv4_udp(1, ecn, len);
+    f[23] = proto;
+    f[26..30].copy_from_slice(&src);
+    f[30..34].copy_from_slice(&dst);
+    f[24..26].copy_from_slice(&[0, 0]);
+    let sum = crate::wire::ipv4_checksum(&f[14..34]);
+    f[24..26].copy_from_slice(&sum.to_be_bytes());
+    f.resize(len, 0);
+    f
+}
+
+#[test]
+fn departures_are_counted_per_ecn_codepoint() {
+    use crate::wire::Ecn;
+    let mut p = Pipeline::new(&cfg(Rate::Unlimited, 0, QueueConfig::DropTail(Limit::Packets(100))), Instant(0));
+    for (ecn, count) in [(Ecn::NotEct, 4), (Ecn::Ect1, 3), (Ecn::Ect0, 2), (Ecn::Ce, 1)] {
+        for _ in 0..count {
+            p.arrive(Instant(0), ipv4_frame([10, 0, 0, 1], [10, 0, 0, 2], TCP, ecn, 200));
+        }
+    }
+    p.arrive(Instant(0), frame(100)); // not IP: a departure under no codepoint
+    poll_at(&mut p, MS);
+    let s = p.stats();
+    assert_eq!((s.departures, s.departures_by_ecn), (11, [4, 3, 2, 1]), "indexed by the ECN bits");
+    assert_eq!(s.ect1_rewritten, 0, "no pair to rewrite");
+}
+
+#[test]
+fn only_ect0_packets_of_a_listed_pair_become_ect1_on_arrival() {
+    use crate::wire::{ecn, ipv4_checksum, Ecn};
+    const A: [u8; 4] = [10, 0, 0, 1];
+    const B: [u8; 4] = [10, 0, 0, 2];
+    const C: [u8; 4] = [10, 0, 0, 3];
+    let mut c = cfg(Rate::Constant { bps: 10_000_000 }, MS, QueueConfig::DropTail(Limit::Packets(100)));
+    c.ect1_rewrite = vec![Ipv4Pair { src: A, dst: B }];
+    let mut p = Pipeline::new(&c, Instant(0));
+    p.record_events(true);
+    // (from, to, protocol, codepoint, what leaves): only A -> B's TCP ECT(0) changes; the
+    // reverse (B -> A: the receiver's ACKs), other pairs, a probe between A and B (UDP) and
+    // every other codepoint are left alone.
+    let cases = [
+        (A, B, TCP, Ecn::Ect0, Ecn::Ect1),
+        (A, B, TCP, Ecn::Ect0, Ecn::Ect1),
+        (A, B, TCP, Ecn::NotEct, Ecn::NotEct),
+        (A, B, TCP, Ecn::Ect1, Ecn::Ect1),
+        (A, B, TCP, Ecn::Ce, Ecn::Ce),
+        (B, A, TCP, Ecn::Ect0, Ecn::Ect0),
+        (A, C, TCP, Ecn::Ect0, Ecn::Ect0),
+        (C, B, TCP, Ecn::Ect0, Ecn::Ect0),
+        (A, B, UDP, Ecn::Ect0, Ecn::Ect0),
+    ];
+    for (i, &(src, dst, proto, codepoint, _)) in cases.iter().enumerate() {
+        p.arrive(Instant(i as u64 * 1000), ipv4_frame(src, dst, proto, codepoint, 1000));
+        check_identity(&p);
+    }
+    // On arrival, before the queue: rewritten by the time the first frame is on the wire.
+    assert_eq!(p.stats().ect1_rewritten, 2);
+    let mut out = Vec::new();
+    p.poll(Instant(20 * MS), &mut out);
+    assert_eq!(out.len(), cases.len());
+    for (d, &(.., want)) in out.iter().zip(&cases) {
+        assert_eq!(ecn(&d.packet.data), Some(want), "packet {}", d.packet.id);
+        assert_eq!(ipv4_checksum(&d.packet.data[14..34]), 0, "packet {}: header checksum", d.packet.id);
+    }
+    let s = p.stats();
+    assert_eq!(s.ect1_rewritten, 2);
+    assert_eq!(s.departures_by_ecn, [1, 3, 4, 1], "not-ECT, ECT(1), ECT(0), CE");
+    assert_eq!(s.arrivals, 9);
+}
+
+#[test]
+fn a_rewritten_frame_is_counted_before_loss_and_an_oversize_one_is_not_rewritten() {
+    use crate::wire::{ecn, Ecn};
+    let pair = Ipv4Pair { src: [10, 0, 0, 1], dst: [10, 0, 0, 2] };
+    let mut c = cfg(Rate::Unlimited, 0, QueueConfig::DropTail(Limit::Packets(100)));
+    c.ect1_rewrite = vec![pair];
+    c.loss = 0.5;
+    let mut p = Pipeline::new(&c, Instant(0));
+    p.record_drops(true);
+    for t in 0..1000 {
+        p.arrive(Instant(t), ipv4_frame(pair.src, pair.dst, TCP, Ecn::Ect0, 100));
+    }
+    let (mut out, mut drops) = (Vec::new(), Vec::new());
+    p.poll(Instant(1000), &mut out);
+    p.take_drops(&mut drops);
+    let s = p.stats();
+    assert_eq!(s.ect1_rewritten, 1000, "every arrival, the lost ones too");
+    assert_eq!(s.drops.get(DropReason::Loss) as usize, drops.len());
+    assert!((400..600).contains(&drops.len()), "{}", drops.len());
+    assert!(drops.iter().all(|d| ecn(&d.packet.data) == Some(Ecn::Ect1)), "lost as it entered: ECT(1)");
+    assert_eq!(s.departures_by_ecn, [0, out.len() as u64, 0, 0]);
+    // A frame the link cannot carry is dropped untouched.
+    let mut c = cfg(Rate::Unlimited, 0, QueueConfig::DropTail(Limit::Packets(100)));
+    c.ect1_rewrite = vec![pair];
+    c.max_frame_bytes = 200;
+    let mut p = Pipeline::new(&c, Instant(0));
+    p.arrive(Instant(0), ipv4_frame(pair.src, pair.dst, TCP, Ecn::Ect0, 300));
+    assert_eq!((p.stats().ect1_rewritten, p.stats().drops.get(DropReason::Oversize)), (0, 1));
+}
+
 #[test]
 fn kept_drops_match_the_drop_counters_and_the_log() {
     // Random loss before the queue, a 5-packet tail-drop queue behind a 1 Mbit/s serialiser,
@@ -440,4 +547,60 @@ fn what_leaves_does_not_depend_on_when_poll_runs() {
         assert!(left_every.len() > 100, "seed {seed}: only {} left", left_every.len());
         assert_eq!(left_every, left_sparse, "seed {seed}: departures differ");
     }
+}
+
+#[test]
+fn queue_log_records_dualpi2_p_at_each_update_time() {
+    use crate::qdisc::{prob_fixed, DualPi2Params};
+    // 40 frames at 0 through 10 Mbit/s (1.2112 ms each): the queue drains by 48.448 ms. PI2
+    // updates every 16 ms from the first frame, each run at the first dequeue after it, on the
+    // head's wait at the update's own time.
+    let mut p = Pipeline::new(&cfg(Rate::Constant { bps: 10_000_000 }, 0, QueueConfig::DualPi2(Limit::Packets(100), DualPi2Params::default())), Instant(0));
+    p.record_events(true);
+    for _ in 0..40 {
+        arrive(&mut p, 0, 1514);
+    }
+    poll_at(&mut p, 100 * MS);
+    // Idle until 1 s: the update at 64 ms (run at the arrival) takes p' to 0; none after it.
+    arrive(&mut p, 1000 * MS, 1514);
+    poll_at(&mut p, 2000 * MS);
+    arrive(&mut p, 3_600_000 * MS, 1514);
+    poll_at(&mut p, 3_600_100 * MS);
+    let mut ev = Vec::new();
+    p.take_events(&mut ev);
+    let probs: Vec<&Event> = ev.iter().filter(|e| e.kind == EventKind::Probability).collect();
+    // RFC 9332's update with Linux's gains (alpha 41/256, beta 819/256), delays in seconds.
+    let (alpha, beta, target) = (41.0 / 256.0, 819.0 / 256.0, 0.015);
+    let update = |prob: f64, q: f64, last: f64| (prob + alpha * (q - target) + beta * (q - last)).clamp(0.0, 1.0);
+    let p16 = update(0.0, 0.016, 0.0); // the head has waited 16 ms
+    let p32 = update(p16, 0.032, 0.016);
+    let p48 = update(p32, 0.0, 0.032); // empty: the last frame left the queue at 47.2368 ms
+    let p64 = update(p48, 0.0, 0.0);
+    assert!(p48 > 0.0 && p64 == 0.0, "{p48} {p64}");
+    // (time, value, backlog at that time): 14 frames have left the queue by 16 ms, 27 by 32.
+    let want = [(0, 0.0, 0), (16 * MS, p16, 26), (32 * MS, p32, 13), (48 * MS, p48, 0), (64 * MS, 0.0, 0)];
+    assert_eq!(probs.len(), want.len(), "{probs:?}");
+    for (e, (t, prob, backlog)) in probs.iter().zip(want) {
+        assert_eq!((e.t.nanos(), e.backlog_pkts, e.backlog_bytes, e.reason), (t, backlog, backlog * 1514, 0), "{e:?}");
+        assert!(e.value.abs_diff(prob_fixed(prob)) <= 1, "at {t}: {} vs {prob}", e.value);
+    }
+    assert!(probs[2].value > probs[1].value && probs[1].value > 0);
+    // Each record goes out with the operation that ran its update, later than its own time:
+    // the 16 ms update with the dequeue at 16.9568 ms, the 64 ms one with the arrival at 1 s.
+    let after = |t: u64| ev.iter().position(|e| e.kind == EventKind::Probability && e.t.nanos() == t).map(|i| &ev[i + 1]).unwrap();
+    assert_eq!((after(16 * MS).kind, after(16 * MS).t.nanos()), (EventKind::Dequeue, 16_956_800));
+    assert_eq!((after(64 * MS).kind, after(64 * MS).t.nanos()), (EventKind::Enqueue, 1000 * MS));
+}
+
+#[test]
+fn queue_log_has_no_probability_without_a_controller() {
+    let mut p = Pipeline::new(&cfg(Rate::Constant { bps: 10_000_000 }, 0, QueueConfig::DropTail(Limit::Packets(10))), Instant(0));
+    p.record_events(true);
+    for t in 0..30 {
+        arrive(&mut p, t * MS, 1514);
+    }
+    poll_at(&mut p, 100 * MS);
+    let mut ev = Vec::new();
+    p.take_events(&mut ev);
+    assert!(!ev.is_empty() && ev.iter().all(|e| e.kind != EventKind::Probability));
 }

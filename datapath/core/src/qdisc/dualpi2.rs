@@ -268,10 +268,16 @@ impl DualPi2 {
     }
 
     /// Runs every PI2 update due by `now`, each on the head delays at its own time (the
-    /// queues do not change between events). The first is tupdate after the first packet.
-    fn catch_up(&mut self, now: Instant) {
+    /// queues do not change between events), and reports p' at that time to `out` (which keeps
+    /// the values that change it), as it does p's start, 0, at the first packet. The first
+    /// update is tupdate after the first packet.
+    fn catch_up(&mut self, now: Instant, out: &mut Verdicts) {
         let tupdate = self.p.tupdate;
-        let mut t = *self.next_update.get_or_insert(now + tupdate);
+        if self.next_update.is_none() {
+            out.probability(now, self.prob);
+            self.next_update = Some(now + tupdate);
+        }
+        let mut t = self.next_update.unwrap();
         while t <= now {
             if self.qlen() == 0 && self.prob == 0.0 && self.last_qdelay == Duration::ZERO {
                 // Idle with nothing to forget: every update until now leaves p' at 0.
@@ -283,6 +289,7 @@ impl DualPi2 {
             let qdelay = c.max(l);
             self.prob = update_probability(&self.p, self.prob, qdelay, self.last_qdelay);
             self.last_qdelay = qdelay;
+            out.probability(t, self.prob);
             t += tupdate;
         }
         self.next_update = Some(t);
@@ -378,7 +385,7 @@ impl DualPi2 {
 
 impl QueueDisc for DualPi2 {
     fn enqueue(&mut self, now: Instant, mut pkt: Packet, rng: &mut Rng, out: &mut Verdicts) {
-        self.catch_up(now);
+        self.catch_up(now, out);
         if !self.fits(pkt.len()) {
             return out.drop(pkt, DropReason::QueueFull);
         }
@@ -405,7 +412,7 @@ impl QueueDisc for DualPi2 {
     }
 
     fn dequeue(&mut self, now: Instant, rng: &mut Rng, out: &mut Verdicts) -> Option<Packet> {
-        self.catch_up(now);
+        self.catch_up(now, out);
         while let Some((mut pkt, class, step, credit_change)) = self.pick() {
             if !self.p.drop_early {
                 if let Some(reason) = self.must_drop(&mut pkt, class, self.bytes, rng, out) {

@@ -81,11 +81,22 @@ pub struct Dropped {
     pub reason: DropReason,
 }
 
-/// What a discipline did besides queueing: drops (the packets themselves) and CE marks.
+/// What a discipline did besides queueing: drops (the packets themselves), CE marks, and the
+/// updates of its controller's probability that changed it.
 #[derive(Debug, Default)]
 pub struct Verdicts {
     pub drops: Vec<Dropped>,
     pub marks: Vec<(PacketInfo, MarkReason)>,
+    /// (time of the update, the probability in parts per 2^32), in time order.
+    pub probs: Vec<(Instant, u64)>,
+    /// The last value put in `probs`: the discipline's calls outlive each operation's verdicts.
+    last_prob: Option<u64>,
+}
+
+/// A probability as the queue log writes it: p x 2^32, rounded to the nearest integer
+/// (0 = never, 2^32 = always). Scaling by a power of two is exact; only the rounding is not.
+pub fn prob_fixed(p: f64) -> u64 {
+    (p.clamp(0.0, 1.0) * 4_294_967_296.0).round() as u64
 }
 
 impl Verdicts {
@@ -99,6 +110,16 @@ impl Verdicts {
             self.marks.push((packet.info(), reason));
         }
         marked
+    }
+    /// The controller set its probability to `p` at `t` (its start, or an update on its timer,
+    /// run late but at its own time). Kept only if the logged value changes, so an idle queue
+    /// whose probability rests at 0 (or a saturated one at 1) writes nothing tick after tick.
+    pub fn probability(&mut self, t: Instant, p: f64) {
+        let value = prob_fixed(p);
+        if self.last_prob != Some(value) {
+            self.last_prob = Some(value);
+            self.probs.push((t, value));
+        }
     }
 }
 
@@ -193,6 +214,9 @@ pub enum QueueEvent {
     Dequeued { packet: PacketInfo, sojourn: Duration },
     Dropped(PacketInfo, DropReason),
     Marked(PacketInfo, MarkReason),
+    /// The controller's probability changed at `at` (not the operation's time: its timer's
+    /// ticks are run at the next operation, each at its own time) to `value` parts per 2^32.
+    Probability { at: Instant, value: u64 },
 }
 
 /// The wrapper around a discipline: stamps enqueue times, keeps the books, checks them.
@@ -253,6 +277,7 @@ impl Queue {
         let info = pkt.info();
         self.stats.arrived += 1;
         self.disc.enqueue(now, pkt, rng, &mut self.scratch);
+        self.report_probabilities(on_event);
         let mut accepted = true;
         // The arriving packet's fate first, so the log reads in causal order.
         if let Some(pos) = self.scratch.drops.iter().position(|d| d.packet.id == info.id) {
@@ -278,6 +303,7 @@ impl Queue {
     /// Take the next packet to transmit; drops the discipline makes on the way are reported.
     pub fn dequeue(&mut self, now: Instant, rng: &mut Rng, on_event: &mut impl FnMut(QueueEvent, &QueueStats)) -> Option<Packet> {
         let pkt = self.disc.dequeue(now, rng, &mut self.scratch);
+        self.report_probabilities(on_event);
         self.account_verdicts(on_event);
         if let Some(p) = &pkt {
             self.stats.dequeued += 1;
@@ -287,6 +313,14 @@ impl Queue {
         }
         self.check();
         pkt
+    }
+
+    /// The controller's updates since the last operation, first: they happened before it, while
+    /// the queue held what it holds now (it changes only at operations).
+    fn report_probabilities(&mut self, on_event: &mut impl FnMut(QueueEvent, &QueueStats)) {
+        for (at, value) in self.scratch.probs.drain(..) {
+            on_event(QueueEvent::Probability { at, value }, &self.stats);
+        }
     }
 
     /// Books the marks, and the drops of packets that were in the queue (those left in `scratch`).

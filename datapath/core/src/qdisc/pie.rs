@@ -223,12 +223,19 @@ impl Pie {
     }
 
     /// Runs every controller update due by `now` (the first one tupdate after the first packet;
-    /// with ns3, at the queue's creation, t = 0, then every tupdate).
-    fn catch_up(&mut self, now: Instant) {
-        let first = if self.p.ns3 { Instant::ZERO } else { now + self.p.tupdate };
-        let mut t = *self.next_update.get_or_insert(first);
+    /// with ns3, at the queue's creation, t = 0, then every tupdate), each reporting its
+    /// probability at its own time to `out` (which keeps those that change it), as does the
+    /// controller's start.
+    fn catch_up(&mut self, now: Instant, out: &mut Verdicts) {
+        if self.next_update.is_none() {
+            let (start, first) = if self.p.ns3 { (Instant::ZERO, Instant::ZERO) } else { (now, now + self.p.tupdate) };
+            out.probability(start, self.v.prob);
+            self.next_update = Some(first);
+        }
+        let mut t = self.next_update.unwrap();
         while t <= now {
             self.tick();
+            out.probability(t, self.v.prob);
             t += self.p.tupdate;
         }
         self.next_update = Some(t);
@@ -388,7 +395,7 @@ impl Pie {
 
 impl QueueDisc for Pie {
     fn enqueue(&mut self, now: Instant, mut pkt: Packet, rng: &mut Rng, out: &mut Verdicts) {
-        self.catch_up(now);
+        self.catch_up(now, out);
         let reason = if !self.fifo.fits(pkt.len()) {
             Some(DropReason::QueueFull)
         } else if !self.drop_early(self.fifo.bytes(), pkt.len(), rng) {
@@ -407,8 +414,8 @@ impl QueueDisc for Pie {
         }
     }
 
-    fn dequeue(&mut self, now: Instant, _rng: &mut Rng, _out: &mut Verdicts) -> Option<Packet> {
-        self.catch_up(now);
+    fn dequeue(&mut self, now: Instant, _rng: &mut Rng, out: &mut Verdicts) -> Option<Packet> {
+        self.catch_up(now, out);
         let pkt = self.fifo.pop()?;
         self.on_dequeue(now, &pkt);
         Some(pkt)

@@ -1,6 +1,6 @@
 """Queue occupancy of a link direction over a run, from the datapath's queue log (every
-enqueue, dequeue and drop) or from a kernel qdisc's sampled statistics, as series rows and
-the summary's queue.LINK numbers.
+enqueue, dequeue and drop, and the discipline's probability as its controller changes it) or
+from a kernel qdisc's sampled statistics, as series rows and the summary's queue.LINK numbers.
 """
 
 from __future__ import annotations
@@ -11,7 +11,8 @@ from pathlib import Path
 import numpy as np
 
 from bloatlab.experiment.record import QueueSummary
-from bloatlab.testbed.datapath import DROP_REASONS, KIND_DROP, KIND_MARK, MARK_REASONS, PRE_QUEUE_DROP_REASONS, read_qlog
+from bloatlab.testbed.datapath import (DROP_REASONS, KIND_DROP, KIND_MARK, KIND_PROB, MARK_REASONS, PRE_QUEUE_DROP_REASONS,
+                                       PROB_ONE, read_qlog)
 
 # The queue's own drops are every reason but those before it (loss, oversize, runt).
 MAX_ROWS = 200_000  # per direction in queue.csv; beyond it, one row per millisecond
@@ -31,6 +32,11 @@ class QueueTrace:
     drop_reason: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.uint8))
     mark_t: np.ndarray = field(default_factory=lambda: np.zeros(0))
     mark_reason: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.uint8))
+    # The discipline's probability (dualpi2's p', pie's) from each time on, in time order: when
+    # its controller started and at each update that changed it. Empty for a discipline without
+    # one, and for a kernel qdisc.
+    prob_t: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    prob: np.ndarray = field(default_factory=lambda: np.zeros(0))
 
     def summary(self, duration_s: float) -> QueueSummary:
         """Time-weighted means over [0, duration_s], maxima and drops within it."""
@@ -62,9 +68,10 @@ class QueueTrace:
             drops_by_reason=by_reason(self.drop_t, self.drop_reason, DROP_REASONS) if reasons else None,
             marks=by_reason(self.mark_t, self.mark_reason, MARK_REASONS) if reasons else None)
 
-    def rows(self, link: str, duration_s: float) -> list[tuple[float, str, int, int, int]]:
+    def rows(self, link: str, duration_s: float) -> list[tuple[float, str, int, int, int, float | None]]:
         """queue.csv rows within the run; one per change, or the last per millisecond when there
-        are more than MAX_ROWS."""
+        are more than MAX_ROWS. The last column is the probability at the row's time (the last
+        value set at or before it); None where there is none (yet)."""
         keep = (self.t_s >= 0.0) & (self.t_s <= duration_s)
         before = int(np.searchsorted(self.t_s, 0.0, side="left")) - 1
         since_t0 = self.drops - (self.drops[before] if before >= 0 else 0)
@@ -75,17 +82,30 @@ class QueueTrace:
             t, p, b, d = t[last], p[last], b[last], d[last]
         # tolist(): Python floats and ints at once, five times faster than converting each.
         return list(zip(t.astype(float).tolist(), [link] * len(t), p.astype(np.int64).tolist(),
-                        b.astype(np.int64).tolist(), d.astype(np.int64).tolist()))
+                        b.astype(np.int64).tolist(), d.astype(np.int64).tolist(), self.prob_at(t)))
+
+    def prob_at(self, t: np.ndarray) -> list[float | None]:
+        """The probability at each of the times `t`: the last one set at or before it, or None."""
+        if len(self.prob) == 0:
+            return [None] * len(t)
+        last = np.searchsorted(self.prob_t, t, side="right") - 1
+        values = self.prob[np.maximum(last, 0)].astype(float).tolist()
+        return [v if i >= 0 else None for v, i in zip(values, last.tolist())]
 
 
 def from_qlog(path: Path, t0_mono: float) -> QueueTrace:
-    records = read_qlog(path)
+    everything = read_qlog(path)
+    # Probability records are no change of the backlog (and come at their update's time, which
+    # can be before records written ahead of them): a series of their own.
+    is_prob = everything["kind"] == KIND_PROB
+    probs, records = everything[is_prob], everything[~is_prob]
     t_s = records["t_ns"].astype(np.float64) / 1e9 - t0_mono
     own_drop = (records["kind"] == KIND_DROP) & ~np.isin(records["reason"], PRE_QUEUE_DROP_REASONS)
     mark = records["kind"] == KIND_MARK
     return QueueTrace(t_s, records["backlog_pkts"].astype(np.int64), records["backlog_bytes"].astype(np.int64),
                       np.cumsum(own_drop).astype(np.int64), t_s[own_drop], records["reason"][own_drop],
-                      t_s[mark], records["reason"][mark])
+                      t_s[mark], records["reason"][mark],
+                      probs["t_ns"].astype(np.float64) / 1e9 - t0_mono, probs["value"].astype(np.float64) / PROB_ONE)
 
 
 def from_qdisc_csv(path: Path, t0_mono: float) -> QueueTrace:

@@ -8,6 +8,7 @@ it cannot serve here (refusals); a backend builds what lies between the ends.
 
 from __future__ import annotations
 
+import dataclasses
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from pathlib import Path
@@ -68,6 +69,18 @@ def capture_file(direction: str, drops: bool = False) -> str:
 
 
 @dataclass(frozen=True)
+class Ect1Flow:
+    """A scalable flow whose ECT(0) packets the datapath turns into ECT(1), the L4S identifier,
+    where they enter the network: every TCP packet from host `src` to host `dst`, on the
+    direction leaving `src` (Topology.first_hop), so that every queue on the way sees ECT(1).
+    This kernel's TCP sends ECT(0) even for DCTCP. `field` is the spec's, for errors."""
+
+    src: str
+    dst: str
+    field: str  # "workloads[0].ecn"
+
+
+@dataclass(frozen=True)
 class Site:
     """Where and how a network's links are built: what every backend is made with."""
 
@@ -80,6 +93,9 @@ class Site:
     captures: Captures | None = None  # pcapng captures of userspace link directions
     inner_switches: frozenset[str] = frozenset()  # switches the datapath serves inside itself
     punctual: bool = False  # the datapath spins through the machine's late wake-ups (datapath.PUNCTUAL)
+    # Per userspace direction ("h1->s0"), the (source, destination) IPv4 addresses of the TCP
+    # packets it turns from ECT(0) into ECT(1) as they arrive (Ect1Flow).
+    ect1_rewrite: dict[str, tuple[tuple[str, str], ...]] = dataclasses.field(default_factory=dict)
 
 
 class Daemon(Protocol):

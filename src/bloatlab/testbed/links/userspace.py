@@ -49,7 +49,7 @@ class UserspaceBackend(LinkBackend):
             "name": link.name, **ends,
             **{which: {**direction_config(getattr(link, which), self.site.topology.direction_seed(index, which)),
                        "qlog": self.site.qlog_directions is None or link.direction_name(which) in self.site.qlog_directions,
-                       **self._capture(link.direction_name(which))}
+                       **self._capture(link.direction_name(which)), **self._ect1(link.direction_name(which))}
                for which in DIRECTIONS},
         })
 
@@ -61,6 +61,11 @@ class UserspaceBackend(LinkBackend):
         departures, drops = captures.paths(direction)
         return {"capture": {"name": direction, "departures_path": str(departures), "drops_path": str(drops),
                             "snaplen": captures.snaplen, "limit_bytes": captures.limit_bytes}}
+
+    def _ect1(self, direction: str) -> dict:
+        """The config's `ect1_rewrite` of a direction where scalable flows enter, if any."""
+        pairs = self.site.ect1_rewrite.get(direction)
+        return {"ect1_rewrite": [{"src": src, "dst": dst} for src, dst in pairs]} if pairs else {}
 
     def start(self) -> None:
         if not self.links:

@@ -1,5 +1,5 @@
 use super::super::testkit::{Harness, MS};
-use super::super::QueueConfig;
+use super::super::{prob_fixed, QueueConfig};
 use super::*;
 use crate::wire::synthetic_ipv4_udp;
 
@@ -63,7 +63,7 @@ fn updates_run_every_tupdate_on_the_larger_head_delay() {
     at(&mut q, 0, 0, Ecn::NotEct); // the C head, from 0
     assert_eq!(q.next_update, Some(Instant(16 * MS)), "the first update tupdate after the first packet");
     at(&mut q, 1, 4, Ecn::Ect1); // the L head, from 4 ms
-    q.catch_up(Instant(20 * MS));
+    q.catch_up(Instant(20 * MS), &mut out);
     // At 16 ms the C head has waited 16 ms, the L head 12: p' = alpha * 0.001 + beta * 0.016.
     let first = ALPHA * 0.001 + BETA * 0.016;
     assert!(close(q.prob(), first), "{}", q.prob());
@@ -71,11 +71,20 @@ fn updates_run_every_tupdate_on_the_larger_head_delay() {
     // The C packet leaves at 20 ms: at 32 and 48 ms only the L head counts (28 and 44 ms).
     q.c.pop_front();
     q.bytes -= 1000;
-    q.catch_up(Instant(48 * MS));
+    q.catch_up(Instant(48 * MS), &mut out);
     let second = first + ALPHA * 0.013 + BETA * 0.012;
     let third = second + ALPHA * 0.029 + BETA * 0.016;
     assert!(close(q.prob(), third), "{} vs {third}", q.prob());
     assert_eq!(q.next_update, Some(Instant(64 * MS)));
+    // Each update's p' at its own time (the 32 and 48 ms ones run at 48 ms), after the start's 0
+    // at the first packet; in parts per 2^32, to the rounding of the sums above.
+    let want = [(0, 0.0), (16, first), (32, second), (48, third)];
+    assert_eq!(out.probs.len(), want.len(), "{:?}", out.probs);
+    for (&(t, value), (t_ms, p)) in out.probs.iter().zip(want) {
+        assert_eq!(t, Instant(t_ms * MS));
+        assert!(value.abs_diff(prob_fixed(p)) <= 1, "at {t_ms} ms: {value} vs {p}");
+    }
+    assert!(out.probs[1].1 > 0 && out.probs[3].1 > out.probs[2].1);
 }
 
 #[test]
@@ -84,14 +93,17 @@ fn idle_updates_bring_p_down_and_are_skipped_once_nothing_changes() {
     q.prob = 0.05;
     q.last_qdelay = d(30);
     q.next_update = Some(Instant(16 * MS));
+    let mut out = Verdicts::default();
     // Empty: the first update at 16 ms takes alpha * 0.015 + beta * 0.030 off p' = 0.05: to 0.
-    q.catch_up(Instant(16 * MS));
+    q.catch_up(Instant(16 * MS), &mut out);
     assert_eq!((q.prob(), q.last_qdelay), (0.0, Duration::ZERO));
     // Then an hour of idle costs nothing, and the grid of updates stays where it was.
-    q.catch_up(Instant(3_600_000 * MS + 5 * MS));
+    q.catch_up(Instant(3_600_000 * MS + 5 * MS), &mut out);
     let next = q.next_update.unwrap().nanos();
     assert!(next > 3_600_000 * MS + 5 * MS && next <= 3_600_000 * MS + 21 * MS && next % (16 * MS) == 0, "{next}");
     assert_eq!(q.prob(), 0.0);
+    // One record, the fall to 0 at 16 ms; none for the hour at 0.
+    assert_eq!(out.probs, vec![(Instant(16 * MS), 0)]);
 }
 
 #[test]

@@ -1,5 +1,5 @@
 use super::super::testkit::{Harness, MS};
-use super::super::{MarkReason, QueueConfig};
+use super::super::{prob_fixed, MarkReason, QueueConfig, QueueEvent};
 use super::*;
 use crate::wire::Ecn;
 
@@ -224,4 +224,47 @@ fn ns3_allowance_is_armed_by_the_first_arrival_and_spent_by_the_updates() {
     pie.enqueue(Instant(150 * MS), pkt(4), &mut rng, &mut out);
     assert_eq!(pie.vars().burst_left, Duration::ZERO, "the tenth at 150 ms");
     assert!(out.drops.is_empty());
+}
+
+/// (time, value) of the probability records the harness saw, at their own times.
+fn probability_records(h: &Harness) -> Vec<(u64, u64)> {
+    h.events.iter().filter_map(|&(_, e)| if let QueueEvent::Probability { at, value } = e { Some((at.nanos(), value)) } else { None }).collect()
+}
+
+#[test]
+fn each_update_that_changes_the_probability_is_reported_at_its_own_time() {
+    let mut h = Harness::new(QueueConfig::Pie(Limit::Packets(1000), PieParams::default()));
+    for _ in 0..100 {
+        h.enqueue(0, 1500);
+    }
+    // The delay is each departure's sojourn: 10 ms at 10 ms, 40 ms at 40 ms. The updates at
+    // 15 and 30 ms run at 40 ms on the 10 ms delay, the one at 45 ms at 50 ms on the 40 ms.
+    h.dequeue(10 * MS);
+    h.dequeue(40 * MS);
+    h.dequeue(50 * MS);
+    let p = PieParams::default();
+    let p15 = update_probability(&p, 0.0, d(10), d(0), true);
+    let p30 = update_probability(&p, p15, d(10), d(10), true);
+    let p45 = update_probability(&p, p30, d(40), d(10), true);
+    assert!(p15 > 0.0 && p30 != p15 && p45 > p30, "{p15} {p30} {p45}");
+    let want = vec![(0, 0), (15 * MS, prob_fixed(p15)), (30 * MS, prob_fixed(p30)), (45 * MS, prob_fixed(p45))];
+    assert_eq!(probability_records(&h), want, "the start's 0, then each update");
+}
+
+#[test]
+fn an_idle_queue_at_zero_reports_nothing() {
+    let mut h = Harness::new(QueueConfig::Pie(Limit::Packets(1000), PieParams::default()));
+    h.enqueue(0, 1500);
+    h.drain(0);
+    // An hour of updates (240 000 of them, run at the next arrival) leave it at 0: no record.
+    h.enqueue(3_600_000 * MS, 1500);
+    h.drain(3_600_000 * MS);
+    h.enqueue(7_200_000 * MS, 1500);
+    assert_eq!(probability_records(&h), vec![(0, 0)], "only the controller's start");
+    // Neither does a saturated one tick after tick: values are reported when they change.
+    let mut out = Verdicts::default();
+    out.probability(Instant(1), 1.0);
+    out.probability(Instant(2), 1.0);
+    out.probability(Instant(3), 0.5);
+    assert_eq!(out.probs, vec![(Instant(1), 1 << 32), (Instant(3), 1 << 31)]);
 }

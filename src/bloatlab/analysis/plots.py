@@ -25,7 +25,9 @@ import matplotlib
 import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
+from matplotlib.ticker import FuncFormatter, MaxNLocator
 
+from bloatlab.analysis import l4s
 from bloatlab.analysis.layout import arrange, legend_beside
 from bloatlab.results.files import SERIES_KEYS
 from bloatlab.experiment.record import IrttSummary
@@ -73,7 +75,7 @@ def plot_run(run_dir: Path, svg: bool = False) -> PlotResult:
     experiment ends). Not beside other threads (a sweep's side-by-side runs), whose locks a
     fork could copy held."""
     run = load_run(run_dir)
-    names = list(FIGURES)  # the costliest first (two panels), so the two end close together
+    names = figures_of(run)  # the costliest first (two panels), so the two end close together
     shared = len(os.sched_getaffinity(0)) > 1 and threading.active_count() == 1
     jobs = _Jobs(len(names)) if shared else None
     child = _Elsewhere(run.path, names, svg, jobs) if jobs else None
@@ -102,7 +104,7 @@ def _draw_and_save(run: Run, names: Iterable[str], svg: bool) -> dict[str, tuple
     out = {}
     for name in names:
         warnings: list[str] = []
-        fig = FIGURES[name](run, lambda message, name=name: warnings.append(f"{name}.png: {message}"))
+        fig = DRAW[name](run, lambda message, name=name: warnings.append(f"{name}.png: {message}"))
         out[name] = (save_figures({name: fig}, run.path / "plots", svg), warnings)
     return out
 
@@ -191,10 +193,20 @@ def build_figures(run_dir: Path | Run) -> tuple[dict[str, Figure], list[str]]:
     run = run_dir if isinstance(run_dir, Run) else load_run(run_dir)
     warnings: list[str] = []
     figures = {}
-    for name, draw in FIGURES.items():
-        figures[name] = draw(run, lambda message, name=name: warnings.append(f"{name}.png: {message}"))
+    for name in figures_of(run):
+        figures[name] = DRAW[name](run, lambda message, name=name: warnings.append(f"{name}.png: {message}"))
         arrange(figures[name])
     return figures, warnings
+
+
+def figures_of(run: Run) -> list[str]:
+    """The figures a run gets, by file stem in the order they are shown: every run's, then an
+    L4S run's (a scalable flow beside a classic one), its marking figure where a probed queue is
+    dualpi2."""
+    names = list(FIGURES)
+    if l4s.l4s_of(run) is not None:
+        names += [n for n in L4S_FIGURES if n != "l4s_marking" or l4s.dualpi2_directions(run)]
+    return names
 
 
 def _cwnd_figure(run: Run, warn: Warn) -> Figure:
@@ -352,6 +364,168 @@ def _fetch_figure(run: Run, warn: Warn) -> Figure:
     return fig
 
 
+# An L4S run's figures (analysis/l4s.py) -----------------------------------------------------
+
+MAX_DELAY_PANELS = 4  # probes, one panel each; more share one
+PLAIN_TICKS = FuncFormatter(lambda value, _: f"{value:g}")  # a log axis's ticks as 0.5 and 10, not 2^-1 and 10^1
+
+
+def _probe_label(name: str, roles: l4s.L4sRun, queues: dict[str, l4s.DualPi2Queue]) -> str:
+    """"ping_l (ECT(1), L queue)": the probe, its codepoint, and its dualpi2 queue."""
+    ecn = roles.ecn.get(name) or ""
+    queue = next(iter(queues.values()), None)
+    where = f"{queue.queue_of(ecn or 'Not-ECT')} queue" if queue is not None else ""
+    return name + (f" ({', '.join(x for x in (ecn, where) if x)})" if ecn or where else "")
+
+
+def _l4s_delay_figure(run: Run, warn: Warn) -> Figure:
+    """Each probe's queueing delay over the run, a panel each (its RTT less its least), with the
+    bulk flows from the same host (their smoothed RTT less that base)."""
+    roles = l4s.l4s_of(run)
+    assert roles is not None  # figures_of draws it only for an L4S run
+    delays, reason = l4s.queueing_delays(run, roles)
+    if reason and any(run.has_workload(kind) for kind in l4s.LATENCY_KINDS):
+        warn(reason)
+    flows, _ = l4s.flow_delays(run, roles, delays)  # without a TCP probe, none: the cwnd figure says so
+    panels = len(delays) if 1 <= len(delays) <= MAX_DELAY_PANELS else 1
+    fig, axes = _figure(run, "Queueing delay per probe, and of the flows beside it", panels=panels)
+    queues = l4s.dualpi2_directions(run)
+    queue = next(iter(queues.values()), None)
+    panel_of = {name: i if panels > 1 else 0 for i, name in enumerate(delays)}
+    for i, (name, d) in enumerate(delays.items()):
+        ax = axes[panel_of[name]]
+        label = f"{_probe_label(name, roles, queues)}, base {d.base_ms:.1f} ms"
+        ax.plot(d.t_s, d.delay_ms, ".-", ms=2, lw=0.5, color=f"C{i}", label=label, zorder=3)
+        if d.p50_ms is not None and d.p99_ms is not None:
+            ax.axhline(d.p50_ms, color=f"C{i}", lw=1, ls="--", label=f"p50 under load {d.p50_ms:.2f} ms", zorder=3)
+            ax.axhline(d.p99_ms, color=f"C{i}", lw=1, ls=":", label=f"p99 under load {d.p99_ms:.2f} ms", zorder=3)
+        if queue is not None and panels > 1:  # what dualpi2 holds this probe's queue to
+            if queue.queue_of(roles.ecn.get(name) or "Not-ECT") == "L":
+                if queue.step_ms is not None:
+                    ax.axhline(queue.step_ms, color="grey", lw=1, ls="-.", label=f"step threshold {queue.step_ms:g} ms")
+            else:
+                ax.axhline(queue.target_ms, color="grey", lw=1, ls="-.", label=f"target {queue.target_ms:g} ms")
+    for k, (name, d) in enumerate(flows.items()):
+        # In the panel of the probe from its host, which shares its base RTT; else the last.
+        probe = next((p for p in delays if roles.senders.get(p) == roles.senders.get(name)), None)
+        ax = axes[panel_of[probe] if probe is not None else -1]
+        stats = f": p50 {d.p50_ms:.2f}, p99 {d.p99_ms:.2f} ms" if d.p50_ms is not None and d.p99_ms is not None else ""
+        ax.plot(d.t_s, d.delay_ms, lw=0.8, color=f"C{len(delays) + k}", alpha=0.8, zorder=2,
+                label=f"{name}'s smoothed RTT less {'its probe' if probe else 'its least'}{stats}")
+    for i, ax in enumerate(axes):
+        ax.axvspan(*roles.load_s, color="0.93", zorder=0)  # under load: what p50 and p99 count
+        # As many ticks at any panel height: labels that arrange() measured are the ones drawn.
+        ax.yaxis.set_major_locator(MaxNLocator(nbins=6, steps=[1, 2, 5, 10]))
+        name = list(delays)[i] if panels > 1 else ""
+        _finish(ax, run, f"{name}\nqueueing delay (ms)" if name else "queueing delay (ms)", empty=reason)
+    return fig
+
+
+def _l4s_delay_cdf_figure(run: Run, warn: Warn) -> Figure:
+    """Each probe's queueing delay under load as a distribution, and each bulk flow's from its
+    smoothed RTT (dashed), on a log axis (1 ms beside 15)."""
+    roles = l4s.l4s_of(run)
+    assert roles is not None
+    fig, (ax,) = _figure(run, "Queueing delay distribution under load", xlabel="queueing delay (ms), log scale")
+    delays, reason = l4s.queueing_delays(run, roles)  # the time figure has warned
+    flows, _ = l4s.flow_delays(run, roles, delays)
+    queues = l4s.dualpi2_directions(run)
+    for i, (name, d, what) in enumerate([*((n, d, "replies") for n, d in delays.items()),
+                                         *((n, d, "samples") for n, d in flows.items())]):
+        loaded = np.sort(d.delay_ms[(d.t_s >= roles.load_s[0]) & (d.t_s <= roles.load_s[1])])
+        if loaded.size:
+            label = _probe_label(name, roles, queues) if name in delays else f"{name}'s smoothed RTT"
+            ax.step(np.maximum(loaded, l4s.DELAY_FLOOR_MS), np.arange(1, loaded.size + 1) / loaded.size, where="post",
+                    color=f"C{i}", lw=1.2, ls="-" if name in delays else "--",
+                    label=f"{label}\np50 {d.p50_ms:.2f}, p99 {d.p99_ms:.2f} ms ({loaded.size} {what})")
+    if not ax.lines:
+        _note(ax, f"no data: {reason or 'no reply under load'}")
+    else:
+        ax.set_xscale("log")
+        ax.xaxis.set_major_formatter(PLAIN_TICKS)
+        ax.set_xlim(left=l4s.DELAY_FLOOR_MS)
+        for q in (0.5, 0.99):
+            ax.axhline(q, color="grey", lw=0.6, ls=":")
+    ax.set_ylabel("fraction at most this")
+    ax.set_ylim(0, 1.02)
+    legend_beside(ax)
+    return fig
+
+
+def _l4s_throughput_figure(run: Run, warn: Warn) -> Figure:
+    """Each flow's goodput per second (top) and the scalable flows' over the classic ones' (bottom)."""
+    roles = l4s.l4s_of(run)
+    assert roles is not None
+    fig, (flows_ax, ratio_ax) = _figure(run, "Throughput balance, scalable against classic", panels=2)
+    ends, goodput, reason = l4s.binned_goodput(run, roles)
+    if reason:
+        warn(reason)
+    summary = run.summary if isinstance(run.summary, RunSummary) else None
+    for i, (name, mbps) in enumerate(goodput.items()):
+        role = "scalable" if name in roles.scalable else "classic"
+        flow = (summary.flows or {}).get(name) if summary is not None else None
+        whole = flow.goodput_mbps if flow is not None and not isinstance(flow, IrttSummary) else None
+        cc = dig(run.meta, "flows", name, "cc")
+        label = f"{name} ({', '.join(str(x) for x in (cc, role) if x)})" + (
+            f": goodput {whole:.2f} Mbit/s" if isinstance(whole, (int, float)) else "")
+        flows_ax.step(ends, mbps, where="pre", color=f"C{i}", lw=1.2, label=label)
+    ratio = np.zeros(0)
+    if goodput and not reason:
+        ratio = l4s.ratio_over_time(ends, goodput, roles)
+        overall = [f"{what} {value:.2f}" for what, value in (("under load", l4s.goodput_ratio(run, roles)),
+                                                              ("whole run", l4s.whole_run_ratio(run, roles)))
+                   if value is not None]
+        ratio_ax.step(ends, ratio, where="pre", color="black", lw=1.2, label="; ".join(["per second", *overall]))
+        ratio_ax.axvspan(*roles.load_s, color="0.93", zorder=0)
+        ratio_ax.axhline(1, color="grey", lw=1, ls="--", label="equal")
+        for bound in (0.5, 2):
+            ratio_ax.axhline(bound, color="grey", lw=0.8, ls=":", label="0.5 and 2" if bound == 2 else "_nolegend_")
+    _finish(flows_ax, run, f"goodput (Mbit/s)\nper {l4s.RATIO_BIN_S:g} s", empty=reason)
+    _finish(ratio_ax, run, "goodput ratio\nscalable / classic", empty=reason)
+    if ratio.size:  # a ratio on a log axis, 2 as far above 1 as 0.5 below (after _finish's limit at 0)
+        finite = ratio[np.isfinite(ratio) & (ratio > 0)]
+        low, high = (float(finite.min()), float(finite.max())) if finite.size else (1.0, 1.0)
+        ratio_ax.set_yscale("log", base=2)
+        ratio_ax.yaxis.set_major_formatter(PLAIN_TICKS)
+        ratio_ax.set_ylim(min(low, 0.5) / 1.2, max(high, 2) * 1.2)
+    return fig
+
+
+def _l4s_marking_figure(run: Run, warn: Warn) -> Figure:
+    """dualpi2's base probability p' over the run, the L queue's coupled k p' and the classic p'^2."""
+    fig, (ax,) = _figure(run, "DualPI2 marking probability")
+    queues = l4s.dualpi2_directions(run)
+    probs, reason = l4s.base_probability(run, queues)
+    if reason:
+        warn(reason)
+    if reason:  # and what summary.json has instead: p' at the end, the marks and drops over the run
+        _note(ax, f"no data: {reason}")
+        ax.text(0.5, 0.4, "\n".join(_dualpi2_totals(run, link) for link in queues), transform=ax.transAxes,
+                ha="center", va="top", fontsize=9)
+    for i, (link, (t_s, prob)) in enumerate(probs.items()):
+        k = queues[link].coupling_factor
+        prefix = f"{link}: " if len(probs) > 1 else ""
+        ax.step(t_s, prob, where="post", color=f"C{i}", lw=1.2, label=f"{prefix}p' (base)")
+        ax.step(t_s, np.minimum(k * prob, 1), where="post", color=f"C{i}", lw=1, ls="--",
+                label=f"{prefix}k p' (L queue's coupled marks, k = {k})")
+        ax.step(t_s, prob ** 2, where="post", color=f"C{i}", lw=1, ls=":", label=f"{prefix}p'^2 (classic drops and marks)")
+    _finish(ax, run, "probability", empty=reason)
+    return fig
+
+
+def _dualpi2_totals(run: Run, link: str) -> str:
+    """A dualpi2 direction's p' at the end and its marks and drops by kind, from summary.json."""
+    summary = run.summary if isinstance(run.summary, RunSummary) else None
+    figures = (summary.dualpi2 or {}).get(link) if summary is not None else None
+    queue = (summary.queue or {}).get(link) if summary is not None else None
+    marks = (queue.marks if queue is not None else None) or {}
+    drops = (queue.drops_by_reason if queue is not None else None) or {}
+    marked = ", ".join(f"{marks.get(f'dualpi2_{kind}', 0)} {kind}" for kind in ("coupled", "step", "classic"))
+    dropped = ", ".join(f"{drops.get(f'dualpi2_{kind}', 0)} {kind}" for kind in ("classic", "overload"))
+    end = f": p' {figures.prob:.4g} at the end" if figures is not None and figures.prob is not None else ""
+    return f"{link}{end}\nover the run, CE marks: {marked}; drops: {dropped}"
+
+
 def warm() -> None:
     """Draw, to nothing, a figure with what the real ones hold (two panels, every printable
     character at each size they use, each kind of line, a box plot, a legend beside), so that
@@ -442,7 +616,12 @@ def show_value(value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(value)
 
 
-# A run's figures, by file stem, in the order they are shown.
+# Every run's figures, by file stem, in the order they are shown.
 FIGURES: dict[str, Callable[[Run, Warn], Figure]] = {
     "cwnd": _cwnd_figure, "queue": _queue_figure, "rtt": _rtt_figure, "rtt_cdf": _rtt_cdf_figure,
     "rtt_box": _rtt_box_figure, "throughput": _throughput_figure, "fetch": _fetch_figure}
+# An L4S run's, after them (figures_of).
+L4S_FIGURES: dict[str, Callable[[Run, Warn], Figure]] = {
+    "l4s_delay": _l4s_delay_figure, "l4s_delay_cdf": _l4s_delay_cdf_figure,
+    "l4s_throughput": _l4s_throughput_figure, "l4s_marking": _l4s_marking_figure}
+DRAW = {**FIGURES, **L4S_FIGURES}

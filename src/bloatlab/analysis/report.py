@@ -22,7 +22,7 @@ from typing import Any, Protocol
 
 from matplotlib.figure import Figure
 
-from bloatlab.analysis import compare, plots, sweep_plots
+from bloatlab.analysis import compare, l4s, plots, sweep_plots
 from bloatlab.analysis.aggregate import write_aggregate, write_series_export
 from bloatlab.analysis.plots import PNG_OPTIONS, show_value as _show
 from bloatlab.analysis.summary import summary_lines
@@ -47,6 +47,22 @@ RUN_FIGURES = {
     "throughput": ("throughput", "Throughput of each bulk and UDP flow per 100 ms interval, as its receiver "
                                  "counted it."),
     "fetch": ("fetch", "Duration of each web fetch against when it started; red crosses: failed fetches."),
+    # An L4S run's (a scalable flow beside a classic one: analysis/l4s.py).
+    "l4s_delay": ("ping", "Queueing delay of each latency probe over the run, a panel each: its RTT less the least "
+                          "it measured (its path's base RTT); dashed and dotted: its median and 99th percentile under "
+                          "load (shaded: from 1 s after both kinds of flow run); with dualpi2, the probe's queue's "
+                          "own bound (the classic target, the L queue's step threshold). Beside it, each bulk flow from "
+                          "the probe's host: its sender's smoothed RTT less the probe's base, the flow's own delay "
+                          "where each flow has a queue of its own (fq_codel, cake)."),
+    "l4s_delay_cdf": ("ping", "Distribution of each latency probe's queueing delay under load, and of each bulk flow's "
+                              "from its smoothed RTT (dashed), on a log axis (delays under 0.1 ms, ping's resolution "
+                              "at these RTTs, at 0.1 ms)."),
+    "l4s_throughput": ("throughput", "Each bulk flow's goodput per second, as its receiver counted it (top), and the "
+                                     "scalable flows' goodput over the classic flows' per second, the legend giving it "
+                                     "under load (shaded) and over the whole run (bottom; log scale, dotted at 0.5 "
+                                     "and 2)."),
+    "l4s_marking": ("queue", "DualPI2's base probability p' over the run, with the L queue's coupled marking "
+                             "probability k p' and the classic queue's drop (or mark) probability p'^2."),
 }
 
 # The headline metrics of a sweep's table: (pattern, heading); "*" is a flow or link name.
@@ -285,7 +301,7 @@ def _sweep_report(sweep: Sweep) -> str:
         sections += ["<h2>Topology</h2>", "<p class=\"note\">Links of the first run, as it ran (a swept parameter "
                                           "may change them from point to point).</p>", links]
 
-    sections += ["<h2>Results per configuration</h2>", *_sweep_tables(sweep)]
+    sections += ["<h2>Results per configuration</h2>", *_sweep_tables(sweep), *_sweep_l4s_table(sweep)]
     sections += ["<h2>Runs</h2>", _runs_table(sweep)]
 
     figures = sweep_plots.build_sweep_figures(sweep)
@@ -338,6 +354,59 @@ def _sweep_tables(sweep: Sweep) -> list[str]:
     out.append("<details><summary>Every metric: mean ± sd [95% confidence interval of the mean] (n)</summary>"
                + _table(["metric", *(p.label for p in sweep.points)], detail, numeric_from=1) + "</details>")
     return out
+
+
+def _sweep_l4s_table(sweep: Sweep) -> list[str]:
+    """For a sweep of L4S runs: each point's queueing delays, per probe and per flow, and goodput ratio."""
+    points = l4s.sweep_l4s(sweep)
+    if not points:
+        return []
+    probes, flows = l4s.probes_of(points), l4s.flows_of(points)
+    axes = [n for n, _ in sweep.axes]
+    rows = []
+    for p in points:
+        cells = [p.point.label, *(_show(p.point.values.get(a)) for a in axes), p.runs]
+        for found, names in ((p.delays, probes), (p.flow_delays, flows)):
+            for name in names:
+                p50, p99, _ = found.get(name, (None, None, 0))
+                cells += [_number(p50), _number(p99)]
+        mean, sd = p.ratio_mean, p.ratio_sd
+        cells.append("-" if mean is None else _number(mean, like=1.0) + (f" ± {_number(sd, like=1.0)}" if sd is not None else ""))
+        rows.append(cells)
+    head = ["point", *axes, "n", *(f"{probe} {q} (ms)" for probe in probes for q in ("p50", "p99")),
+            *(f"{flow} srtt {q} (ms)" for flow in flows for q in ("p50", "p99")), "goodput scalable / classic, under load"]
+    return ["<h3>L4S: each queue's delay and the throughput balance</h3>",
+            "<p class=\"note\">Queueing delay: each latency probe's RTT less the least it measured, and each bulk "
+            "flow's smoothed RTT (its sender's TCP's) less the base of the probe from its host, under load (from 1 s "
+            "after both kinds of flow run), pooled over each point's complete runs (n); where each flow has a queue of "
+            "its own (fq_codel, cake) a probe is a flow of its own too, and the flows' delay is their srtt's. Goodput: "
+            "the scalable flows' over the classic flows' under load, mean ± sample standard deviation over the "
+            "runs.</p>",
+            _table(head, rows, numeric_from=1 + len(axes))]
+
+
+def _run_l4s_table(run: Run) -> list[str]:
+    """For an L4S run: each latency probe's and each flow's queueing delay under load, and the
+    goodput ratio."""
+    roles = l4s.l4s_of(run)
+    if roles is None:
+        return []
+    delays, _ = l4s.queueing_delays(run, roles)
+    flows, _ = l4s.flow_delays(run, roles, delays)
+    rows = [(name, roles.ecn.get(name) or "-", _number(d.base_ms), _number(d.p50_ms), _number(d.p99_ms), d.loaded)
+            for name, d in delays.items()]
+    rows += [(f"{name} (smoothed RTT)", "scalable" if name in roles.scalable else "classic", _number(d.base_ms),
+              _number(d.p50_ms), _number(d.p99_ms), d.loaded) for name, d in flows.items()]
+    loaded, whole = l4s.goodput_ratio(run, roles), l4s.whole_run_ratio(run, roles)
+    return ["<h3>L4S</h3>", _pairs([("scalable flows", ", ".join(roles.scalable)),
+                                    ("classic flows", ", ".join(roles.classic)),
+                                    ("under load", f"{roles.load_s[0]:g} to {roles.load_s[1]:g} s"),
+                                    ("goodput scalable / classic, under load",
+                                     _number(loaded, like=1.0) if loaded is not None else None),
+                                    ("goodput scalable / classic, whole run (summary.json)",
+                                     _number(whole, like=1.0) if whole is not None else None)]),
+            _table(["probe or flow", "ECN or kind", "base RTT (ms)", "queueing delay p50 (ms)", "p99 (ms)",
+                    "samples under load"], rows, numeric_from=2)]
 
 
 def _runs_table(sweep: Sweep) -> str:
@@ -399,6 +468,7 @@ def _run_report(run_dir: Path, drawn: plots.PlotResult | None = None) -> str:
         sections.append(f"<h3>Tins of {_e(direction)}</h3>" + _table(
             ["", *tins],
             [(label, *(fmt(getattr(t, key)) for t in tins.values())) for label, key, fmt in TIN_ROWS], numeric_from=1))
+    sections += _run_l4s_table(run)
     if dualpi2 := (summary.dualpi2 if isinstance(summary, RunSummary) else None):
         # As `tc -s qdisc` shows dualpi2, at the run's end: a column per direction.
         sections.append("<h3>DualPI2</h3>" + _table(

@@ -24,8 +24,9 @@ import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-from bloatlab.analysis.plots import (CONNECTION, DPI, PANEL_HEIGHT_IN, TIME_LABEL, WIDTH_IN, PlotResult, Warn, save_figures,
-                                     series_groups, show_value)
+from bloatlab.analysis import l4s
+from bloatlab.analysis.plots import (CONNECTION, DPI, PANEL_HEIGHT_IN, PLAIN_TICKS, TIME_LABEL, WIDTH_IN, PlotResult, Warn,
+                                     save_figures, series_groups, show_value)
 from bloatlab.analysis.layout import legend_beside
 from bloatlab.results.files import SERIES_KEYS
 from bloatlab.results.reader import Point, Sweep, SweepRun, load_sweep
@@ -72,6 +73,7 @@ def build_sweep_figures(sweep: Sweep) -> SweepFigures:
         _overlay_figure(sweep, result, *overlay)
     _fetch_figures(sweep, result)
     _rtt_figures(sweep, result)
+    _l4s_figure(sweep, result)
     if sweep.aggregate is None:
         result.warnings.append(f"{sweep.aggregate_problem}: no figures of the metrics against the parameters")
         result.skipped.append(f"metrics against the parameters: {sweep.aggregate_problem}")
@@ -275,6 +277,83 @@ def _distribution_figures(sweep: Sweep, result: SweepFigures, stem: str, values:
     result.drawn.append(Drawn(f"compare-{stem}-cdf", fig,
                               f"Cumulative distribution of {what.lower()} for each sweep point ({words} varies), "
                               f"over {pooled} ({note})."))
+
+
+# L4S: each queue's delay and the throughput balance, per point ------------------------------
+
+def _l4s_figure(sweep: Sweep, result: SweepFigures) -> None:
+    """compare-l4s: each latency probe's queueing delay under load (median and p99, pooled over
+    each point's complete repetitions) and the scalable flows' goodput over the classic ones',
+    one column per point. Only for a sweep of L4S runs (analysis/l4s.py): others miss nothing."""
+    points = l4s.sweep_l4s(sweep)
+    if not points:
+        return
+    probes, flows = l4s.probes_of(points), l4s.flows_of(points)
+    words = varies(sweep)
+    fig = Figure(figsize=(WIDTH_IN, PANEL_HEIGHT_IN + 1.5), dpi=DPI)  # arranged as it is saved
+    delay_ax, ratio_ax = fig.subplots(2, 1, sharex=True)
+    fig.suptitle(f"Queueing delay and throughput balance for each {words}")
+    delay_ax.set_title(_subtitle(sweep, "under load, every complete repetition of each point"), fontsize=8, loc="left")
+    positions = {p.point.label: i for i, p in enumerate(points)}
+    names = [(probe, False) for probe in probes] + [(flow, True) for flow in flows]
+    width = 0.6 / max(len(names), 1)
+    for j, (name, flow) in enumerate(names):
+        xs, p50, p99 = [], [], []
+        for p in points:
+            if (found := (p.flow_delays if flow else p.delays).get(name)) is not None:
+                xs.append(positions[p.point.label] + (j - (len(names) - 1) / 2) * width)
+                p50.append(max(found[0], l4s.DELAY_FLOOR_MS))  # a log axis has no 0
+                p99.append(max(found[1], l4s.DELAY_FLOOR_MS))
+        delay_ax.vlines(xs, p50, p99, color=f"C{j}", lw=2, ls=":" if flow else "-")
+        delay_ax.plot(xs, p50, "s" if flow else "o", color=f"C{j}", ms=6,
+                      label=f"{name}{' (smoothed RTT)' if flow else ''}: median to p99 (bar top)")
+        delay_ax.plot(xs, p99, "_", color=f"C{j}", ms=12, mew=2)
+        for x, high in zip(xs, p99):  # upright above its bar's top: as narrow as the bar, clear of the next
+            delay_ax.annotate(f"{high:.3g}", (x, high), textcoords="offset points", xytext=(0, 5), ha="center",
+                              va="bottom", rotation=90, fontsize=7)
+    delay_ax.set_yscale("log")
+    low, high = delay_ax.get_ylim()
+    delay_ax.set_ylim(low, high * 4)  # room for the labels of the highest
+    delay_ax.yaxis.set_major_formatter(PLAIN_TICKS)
+    delay_ax.set_ylabel("queueing delay (ms)\nlog scale")
+    delay_ax.grid(True, alpha=0.3)
+    legend_beside(delay_ax)
+
+    measured = [p for p in points if p.ratios]
+    xs = [positions[p.point.label] for p in measured]
+    means = [float(np.mean(p.ratios)) for p in measured]
+    below = [m - min(p.ratios) for m, p in zip(means, measured)]
+    above = [max(p.ratios) - m for m, p in zip(means, measured)]
+    if xs:
+        ratio_ax.errorbar(xs, means, yerr=[below, above], fmt="s", color="black", ms=6, capsize=4,
+                          label="scalable / classic goodput: mean, bars least to most")
+        for x, m in zip(xs, means):
+            ratio_ax.annotate(f"{m:.2f}", (x, m), textcoords="offset points", xytext=(8, -3), fontsize=7)
+    ratio_ax.axhline(1, color="grey", lw=1, ls="--", label="equal")
+    for bound in (0.5, 2):
+        ratio_ax.axhline(bound, color="grey", lw=0.8, ls=":", label="0.5 and 2" if bound == 2 else "_nolegend_")
+    ratio_ax.set_yscale("log", base=2)
+    ratio_ax.yaxis.set_major_formatter(PLAIN_TICKS)
+    finite = [r for p in points for r in p.ratios if r > 0]
+    ratio_ax.set_ylim(min([*finite, 0.5]) / 1.3, max([*finite, 2]) * 1.3)
+    ratio_ax.set_ylabel("goodput ratio\nscalable / classic")
+    ratio_ax.grid(True, alpha=0.3)
+    ratio_ax.set_xticks(range(len(points)), [f"{p.point.label}\n{p.runs} run{'s' if p.runs != 1 else ''}"
+                                             for p in points], fontsize=8, rotation=30 if len(points) > 5 else 0)
+    ratio_ax.set_xlim(-0.5, len(points) - 0.5)
+    legend_beside(ratio_ax)
+    lacking = [p.label for p in sweep.points if p.label not in positions]
+    if lacking:
+        result.warnings.append(f"compare-l4s.png: no complete L4S run for {', '.join(lacking)}")
+    result.drawn.append(Drawn("compare-l4s", fig,
+                              f"For each sweep point ({words} varies): each latency probe's queueing delay under load "
+                              "(its RTT less the least it measured, from 1 s after both kinds of flow run; dots) and each "
+                              "bulk flow's (its smoothed RTT less the base of the probe from its host; squares, dotted "
+                              "bars), pooled over the point's complete repetitions, marker at the median, bar up to the "
+                              "99th percentile (labelled), log scale (top); the scalable flows' goodput over the classic "
+                              "flows' "
+                              "under load, the mean over the repetitions with bars from the least to the most, "
+                              "dotted at 0.5 and 2 (bottom)."))
 
 
 # Metrics against the swept parameter ---------------------------------------------------------

@@ -4,6 +4,7 @@ far above, every discipline (CAKE too, shaping at the link's rate) keeps the lin
 flows. The `aqm` preset's sweep runs and is compared."""
 
 import csv
+import json
 import statistics
 from pathlib import Path
 
@@ -50,8 +51,11 @@ def settled_rtts(run_dir: Path) -> list[float]:
 
 
 def settled_mbps(run_dir: Path, flow: str = "bulk") -> float:
+    """The flow's mean rate from SETTLE_S to the run's end: iperf3's intervals after it (the
+    client waiting on the server's totals, 0 Mbit/s) are no part of the load."""
+    end_s = json.loads((run_dir / "run.json").read_text())["spec"]["duration_s"]
     with open(run_dir / "series" / "throughput.csv") as f:
-        rows = [float(r["mbps"]) for r in csv.DictReader(f) if r["flow"] == flow and float(r["t_s"]) > SETTLE_S]
+        rows = [float(r["mbps"]) for r in csv.DictReader(f) if r["flow"] == flow and SETTLE_S < float(r["t_s"]) <= end_s]
     return sum(rows) / len(rows)
 
 

@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from bloatlab.errors import BloatlabError
-from bloatlab.results.files import SERIES_COLUMNS
+from bloatlab.results.files import SERIES_COLUMNS, RunDir
 from bloatlab.results.reader import load_run, load_sweep
 import bloatlab
 
@@ -113,3 +113,16 @@ def test_the_fast_reading_gives_what_the_cell_by_cell_reading_gives(tmp_path, se
         fast, cells = read_series(tmp_path, "queue", columns), read_cells(tmp_path, "queue", columns)
         assert (fast.problem, fast.skipped, fast.rows) == (cells.problem, cells.skipped, cells.rows)
         pd.testing.assert_frame_equal(fast.frame, cells.frame)
+
+
+def test_a_queue_series_with_the_probability_reads_it_and_one_without_reads_as_before(make_run):
+    path = make_run()
+    run = load_run(path)
+    assert list(run.queue.columns) == list(SERIES_COLUMNS["queue"])  # an older run's file: no prob
+    # As the writer writes it now: prob after the rest, empty where the discipline has none,
+    # with six significant digits (PIE's p below 1e-6).
+    RunDir(path).write_series("queue", [(0.1, "s0->h2", 3, 4542, 0, 2.5e-07), (0.2, "s0->h2", 2, 3028, 0, None)])
+    assert "2.5e-07" in (path / "series" / "queue.csv").read_text()
+    queue = load_run(path).queue
+    assert list(queue.columns) == [*SERIES_COLUMNS["queue"], "prob"]
+    assert queue["prob"].iloc[0] == 2.5e-07 and np.isnan(queue["prob"].iloc[1])

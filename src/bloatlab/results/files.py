@@ -17,10 +17,12 @@ SERIES_COLUMNS = {
     "fetch": ("t_s", "seconds", "workload", "ok"),
     "throughput": ("t_s", "flow", "mbps"),
 }
-# Columns written after a series' own, that runs of earlier versions lack: read by name only
-# (read_series(name, columns)), so that those runs' files still read as before. queue.csv's prob:
-# the probability of the direction's discipline (dualpi2's p', pie's), empty where it has none.
+# Columns written after a series' own, that runs of earlier versions lack: read where a file
+# has them. queue.csv's prob: the probability of the direction's discipline (dualpi2's p',
+# pie's), empty where it has none.
 SERIES_LATER_COLUMNS = {"queue": ("prob",)}
+# Written with six significant digits, not six decimals: PIE's probability lives below 1e-6.
+SIGNIFICANT_COLUMNS = {"prob"}
 # The column that says which flow, link or workload a row belongs to; a series without one is
 # a single series of values.
 SERIES_KEYS = {"ping": "probe", "cwnd": "flow", "queue": "link", "fetch": "workload", "throughput": "flow"}
@@ -61,10 +63,13 @@ class RunDir:
 
     def write_series(self, name: str, rows: Iterable[Sequence[Any]]) -> Path:
         path = self.series / f"{name}.csv"
+        header = (*SERIES_COLUMNS[name], *SERIES_LATER_COLUMNS.get(name, ()))
+        formats = [".6g" if column in SIGNIFICANT_COLUMNS else ".6f" for column in header]
         with open(path, "w", newline="") as f:
             out = csv.writer(f)
-            out.writerow((*SERIES_COLUMNS[name], *SERIES_LATER_COLUMNS.get(name, ())))
-            out.writerows(["" if v is None else f"{v:.6f}" if isinstance(v, float) else v for v in row] for row in rows)
+            out.writerow(header)
+            out.writerows(["" if v is None else f"{v:{fmt}}" if isinstance(v, float) else v for v, fmt in zip(row, formats)]
+                          for row in rows)
         return path
 
 

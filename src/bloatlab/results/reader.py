@@ -31,7 +31,7 @@ import pandas as pd
 
 from bloatlab import proc
 from bloatlab.errors import BloatlabError
-from bloatlab.results.files import SERIES_COLUMNS, SERIES_KEYS
+from bloatlab.results.files import SERIES_COLUMNS, SERIES_KEYS, SERIES_LATER_COLUMNS
 from bloatlab.results.summary import Summary, summary_from_json
 
 # Summary leaves that describe the run rather than measure it.
@@ -178,11 +178,27 @@ def read_series(run_dir: Path, name: str, columns: tuple[str, ...] | None = None
     """series/NAME.csv with `columns` (default: every numeric column the format gives it) as
     numbers; a row whose such cell is not a number (an empty cell is NaN) is skipped."""
     known, key = series_columns(name)
+    path = Path(run_dir) / "series" / f"{name}.csv"
+    if columns is None and known and name in SERIES_LATER_COLUMNS:
+        # The later columns a file has (an older run's lacks them): read with the rest.
+        header = _header(path)
+        later = tuple(c for c in SERIES_LATER_COLUMNS[name] if c in header)
+        if later:
+            columns = (*known, *later)
     if columns is not None or known:
-        frame = _read_plain(Path(run_dir) / "series" / f"{name}.csv", key, columns if columns is not None else known)
+        frame = _read_plain(path, key, columns if columns is not None else known)
         if frame is not None and not frame.empty:
             return Series(name, frame, None, 0, len(frame))
     return read_cells(run_dir, name, columns)
+
+
+def _header(path: Path) -> list[str]:
+    """The names in a CSV file's first line; none if it cannot be read."""
+    try:
+        with path.open(newline="") as f:
+            return [c.strip() for c in next(csv.reader(f), [])]
+    except (OSError, UnicodeDecodeError, csv.Error):
+        return []
 
 
 def read_cells(run_dir: Path, name: str, columns: tuple[str, ...] | None = None) -> Series:
@@ -325,7 +341,8 @@ class Run:
 
     @property
     def queue(self) -> pd.DataFrame:
-        """t_s, link, backlog_pkts, backlog_bytes, drops (series/queue.csv)."""
+        """t_s, link, backlog_pkts, backlog_bytes, drops (series/queue.csv), and prob where the
+        run wrote it (dualpi2's p', pie's p; empty for other disciplines)."""
         return self.series("queue")
 
     @property

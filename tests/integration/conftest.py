@@ -69,3 +69,54 @@ def _flent_summary(run_dir: Path) -> str:
     assert shown.returncode == 0, shown.stderr
     return shown.stdout
 
+
+
+@pytest.fixture(scope="session")
+def at_once():
+    """run_at_once (below), for module fixtures."""
+    return run_at_once
+
+
+# One experiment in a child process: {"spec": a spec as a dict} or {"preset": NAME, "sets": [...]},
+# and "out"; it prints the outcome as `bloatlab run --json` does.
+_CHILD = """
+import json, sys
+from pathlib import Path
+from bloatlab.lab.run import run_experiment
+from bloatlab.specs.experiment import load_preset, parse_experiment
+job = json.loads(sys.argv[1])
+exp = (load_preset(job["preset"], job["sets"]) if "preset" in job
+       else parse_experiment(job["spec"], [], base_dir=Path("."), source="test"))
+print(json.dumps(run_experiment(exp, Path(job["out"]), progress=False).to_dict()))
+"""
+
+
+def run_at_once(jobs: dict[str, dict], out: Path, at_once: int = 2) -> dict:
+    """Independent experiments, `at_once` of them side by side (each its own network and
+    datapath), into out/NAME: their Outcomes by name. For fixtures whose runs are judged by
+    medians and means at 10 Mbit/s, which two runs sharing two cores leave as they are; the
+    suite's minutes are the reason."""
+    from bloatlab.lab.outcome import Outcome
+    from bloatlab.results.summary import RunSummary
+
+    waiting = list(jobs.items())
+    running: dict[str, subprocess.Popen] = {}
+    done: dict[str, Outcome] = {}
+    try:
+        while waiting or running:
+            while waiting and len(running) < at_once:
+                name, job = waiting.pop(0)
+                running[name] = subprocess.Popen([sys.executable, "-c", _CHILD, json.dumps({**job, "out": str(out / name)})],
+                                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            name = next(iter(running))
+            stdout, stderr = running.pop(name).communicate(timeout=300)
+            assert stdout.strip(), f"{name}: {stderr}"
+            doc = json.loads(stdout.strip().splitlines()[-1])
+            done[name] = Outcome(Path(doc["run_dir"]), RunSummary.from_json(doc["summary"]), doc["complete"],
+                                 doc["reason"], doc["warnings"], [Path(p) for p in doc["plots"]], doc["interrupted"],
+                                 Path(doc["report"]) if doc["report"] else None)
+    finally:
+        for child in running.values():  # a failed fixture stops the rest, which end as Ctrl-C ends a run
+            child.terminate()
+            child.communicate(timeout=60)
+    return done

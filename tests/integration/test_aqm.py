@@ -10,8 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from bloatlab.lab.run import run_experiment
-from bloatlab.specs.experiment import load_preset, parse_experiment, sweep_axes
+from bloatlab.specs.experiment import sweep_axes
 
 pytestmark = pytest.mark.netns
 
@@ -60,13 +59,11 @@ def settled_mbps(run_dir: Path, flow: str = "bulk") -> float:
 
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory):
-    out = {}
-    for aqm in ("taildrop", "red", "codel", "pie", "fq_codel", "cake"):
-        exp = parse_experiment(spec(aqm), [], base_dir=Path("."), source="test")
-        outcome = run_experiment(exp, tmp_path_factory.mktemp("aqm") / aqm, progress=False)
-        assert outcome.complete, outcome.reason
-        out[aqm] = outcome
+def runs(tmp_path_factory, at_once):
+    out = at_once({aqm: {"spec": spec(aqm)} for aqm in ("taildrop", "red", "codel", "pie", "fq_codel", "cake")},
+                  tmp_path_factory.mktemp("aqm"))
+    for aqm, outcome in out.items():
+        assert outcome.complete, (aqm, outcome.reason)
     return out
 
 
@@ -106,11 +103,11 @@ def test_red_keeps_the_average_between_its_thresholds(runs):
     assert BASE_RTT_MS + 10 * SERIALISATION_MS < median < BASE_RTT_MS + 50 * SERIALISATION_MS, median
 
 
-def test_fq_codel_isolates_a_ping_from_two_bulk_flows(tmp_path):
+def test_fq_codel_isolates_a_ping_from_two_bulk_flows(tmp_path, at_once):
     medians = {}
-    for aqm in ("taildrop", "fq_codel"):
-        exp = load_preset("aqm-isolation", [f"aqm={aqm}", "duration=15s"])
-        outcome = run_experiment(exp, tmp_path / aqm, progress=False)
+    both = at_once({aqm: {"preset": "aqm-isolation", "sets": [f"aqm={aqm}", "duration=15s"]} for aqm in ("taildrop", "fq_codel")},
+                   tmp_path)
+    for aqm, outcome in both.items():
         assert outcome.complete, outcome.reason
         medians[aqm] = statistics.median(settled_rtts(outcome.run_dir))
         flows = outcome.summary.flows

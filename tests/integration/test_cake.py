@@ -52,11 +52,10 @@ def spec(flow_mode: str) -> dict:
 
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory):
+def runs(tmp_path_factory, at_once):
     out = {}
-    for mode in ("triple-isolate", "flows"):
-        exp = parse_experiment(spec(mode), [], base_dir=Path("."), source="test")
-        outcome = run_experiment(exp, tmp_path_factory.mktemp("cake") / mode, progress=False)
+    for mode, outcome in at_once({mode: {"spec": spec(mode)} for mode in ("triple-isolate", "flows")},
+                                 tmp_path_factory.mktemp("cake")).items():
         assert outcome.complete, outcome.reason
         out[mode] = load_run(outcome.run_dir)
     return out
@@ -116,10 +115,10 @@ RRUL_BE = [*RRUL, "mark_bk=BE", "mark_cs5=BE", "mark_ef=BE"]  # Flent's rrul_be:
 
 
 @pytest.fixture(scope="module")
-def rrul_runs(tmp_path_factory):
+def rrul_runs(tmp_path_factory, at_once):
     out = {}
-    for name, sets in (("rrul", RRUL), ("rrul_be", RRUL_BE)):
-        outcome = run_experiment(load_preset("rrul", sets), tmp_path_factory.mktemp("rrul") / name, progress=False)
+    for name, outcome in at_once({"rrul": {"preset": "rrul", "sets": RRUL}, "rrul_be": {"preset": "rrul", "sets": RRUL_BE}},
+                                 tmp_path_factory.mktemp("rrul")).items():
         assert outcome.complete, outcome.reason
         out[name] = load_run(outcome.run_dir)
     return out

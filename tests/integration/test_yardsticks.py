@@ -84,11 +84,11 @@ def test_rrul_measures_latency_under_load_and_grades_it(rrul, flent_summary, sum
 
 
 @pytest.fixture(scope="module")
-def rpm(tmp_path_factory):
+def rpm(tmp_path_factory, at_once):
     out = {}
-    for aqm in ("taildrop", "fq_codel"):
-        exp = load_preset("responsiveness", [f"aqm={aqm}", "cc=reno", "duration=20s"])
-        outcome = run_experiment(exp, tmp_path_factory.mktemp("rpm") / aqm, progress=False)
+    both = at_once({aqm: {"preset": "responsiveness", "sets": [f"aqm={aqm}", "cc=reno", "duration=20s"]}
+                    for aqm in ("taildrop", "fq_codel")}, tmp_path_factory.mktemp("rpm"))
+    for aqm, outcome in both.items():
         assert outcome.complete, outcome.reason
         # The test's whole result read into its record and given back key for key.
         doc = json.loads((outcome.run_dir / "summary.json").read_text())

@@ -267,6 +267,67 @@ def test_a_run_report_has_the_l4s_table_and_figures(run_dir):
     assert page.count("<figure>") == 6 + 4 and "Not drawn: fetch (no series/fetch.csv)" in page
 
 
+def split_classic(run, n=2):
+    """The run with its classic flow's load carried by n flows, classic-1 .. classic-n, each with
+    1/n of its goodput and its smoothed RTT, named as the l4s preset's classic_flows = n names them."""
+    names = [f"classic-{i}" for i in range(1, n + 1)]
+    for csv, share in (("throughput.csv", 1 / n), ("cwnd.csv", None)):
+        header, *rows = (run / "series" / csv).read_text().splitlines()
+        out = []
+        for row in rows:
+            t, flow, value, *rest = row.split(",")
+            if flow != "classic":
+                out.append(row)
+                continue
+            out += [",".join([t, name, f"{float(value) * share:.6f}" if share else value, *rest]) for name in names]
+        (run / "series" / csv).write_text("\n".join([header, *out]) + "\n")
+    meta, summary = (json.loads((run / f).read_text()) for f in ("run.json", "summary.json"))
+    classic, *others = meta["spec"]["workloads"]
+    meta["spec"]["workloads"] = [{**classic, "name": name, "group": "classic"} for name in names] + others
+    meta["flows"] = {**{name: {**meta["flows"]["classic"], "ecn": "not-ect"} for name in names},
+                     "scalable": {**meta["flows"]["scalable"],
+                                  "ecn": "ect1 (set where it enters the datapath, on l->s0; the kernel sends ect0)"}}
+    goodput = summary["flows"].pop("classic")
+    summary["flows"] = {**{name: {**goodput, "goodput_mbps": goodput["goodput_mbps"] / n} for name in names},
+                        **summary["flows"]}
+    (run / "run.json").write_text(json.dumps(meta))
+    (run / "summary.json").write_text(json.dumps(summary))
+    return run
+
+
+def test_several_flows_of_a_kind_add_up_and_keep_their_own_lines_and_rows(run_dir, tmp_path):
+    one = load_run(run_dir)
+    split = split_classic(write_l4s_run(tmp_path / "split"))
+    run = load_run(split)
+    roles = l4s.l4s_of(run)
+    assert roles.classic == ("classic-1", "classic-2") and roles.scalable == ("scalable",)
+    # The ratio is all the scalable flows' goodput over all the classic ones': as with one flow.
+    assert l4s.goodput_ratio(run, roles) == pytest.approx(l4s.goodput_ratio(one, l4s.l4s_of(one)))
+    assert l4s.whole_run_ratio(run, roles) == pytest.approx(l4s.whole_run_ratio(one, l4s.l4s_of(one)))
+    figures, warnings = build_figures(split)
+    assert warnings == []
+    flows_ax, ratio_ax = figures["l4s_throughput"].axes
+    half = [line for label, line in labels(flows_ax).items() if label.startswith("classic-")]
+    (whole,) = [line for label, line in labels(build_figures(run_dir)[0]["l4s_throughput"].axes[0]).items()
+                if label.startswith("classic (")]
+    assert len(half) == 2 and all(np.allclose(h.get_ydata(), whole.get_ydata() / 2, equal_nan=True) for h in half)
+    (ratio,) = [line for label, line in labels(ratio_ax).items() if label.startswith("per second")]
+    (ratio_one,) = [line for label, line in labels(build_figures(run_dir)[0]["l4s_throughput"].axes[1]).items()
+                    if label.startswith("per second")]
+    np.testing.assert_allclose(ratio.get_ydata(), ratio_one.get_ydata())
+    # Each flow's own delay, in the panel of the probe from its host.
+    classic_ax, _ = figures["l4s_delay"].axes
+    assert sum(label.startswith(("classic-1's", "classic-2's")) for label in labels(classic_ax)) == 2
+    page = write_report(split).read_text()
+    table = page.split("<h3>L4S</h3>")[1].split("<h2>")[0]
+    assert "<th>classic flows</th><td>classic-1, classic-2</td>" in table
+    assert "<td>classic-1 (smoothed RTT)</td><td>classic</td>" in table and "<td>classic-2 (smoothed RTT)" in table
+    # The flows table's ECN column: how each flow got its codepoint.
+    assert ("<th>DSCP</th><th>ECN</th></tr>" in page and "<td>classic-2</td><td>bulk</td><td>c</td><td>r</td>"
+            "<td>cubic</td><td>BE</td><td>not-ect</td>" in page)
+    assert "<td>ect1 (set where it enters the datapath, on l-&gt;s0; the kernel sends ect0)</td>" in page
+
+
 def write_l4s_sweep(out, disciplines=("dualpi2", "taildrop"), repeat=2):
     points = []
     for aqm in disciplines:

@@ -127,3 +127,23 @@ def test_cakes_tins_are_a_table_as_tc_shows_them(make_run):
     assert '<td>threshold Mbit/s</td><td class="num">0.625</td><td class="num">2.50</td>' in table
     for row in ("target ms", "interval ms", "backlog bytes", "way misses", "way collisions", "sparse delay ms"):
         assert f"<td>{row}</td>" in table, row
+
+
+def test_the_flows_table_has_an_ecn_column_only_where_a_flow_carried_ecn(make_run):
+    """run.json's flows.NAME.ecn: the codepoint and who set it. A run of Not-ECT flows (cs244's,
+    or one from before run.json said) keeps its table as it was."""
+    import json
+
+    run = make_run()
+    head = "<th>flow</th><th>kind</th><th>from</th><th>to</th><th>congestion control</th><th>DSCP</th>"
+    assert head + "</tr>" in write_report(run).read_text()  # no ecn in run.json
+    meta = json.loads((run / "run.json").read_text())
+    for flow in meta["flows"].values():
+        flow["ecn"] = "not-ect"
+    (run / "run.json").write_text(json.dumps(meta))
+    assert head + "</tr>" in write_report(run).read_text()
+    meta["flows"]["bulk"].update(cc="dctcp", ecn="ect0 (the kernel's)")
+    (run / "run.json").write_text(json.dumps(meta))
+    page = write_report(run).read_text()
+    assert head + "<th>ECN</th></tr>" in page
+    assert "<td>dctcp</td><td>-</td><td>ect0 (the kernel&#x27;s)</td>" in page and "<td>reno</td><td>-</td><td>not-ect</td>" in page

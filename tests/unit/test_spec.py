@@ -281,3 +281,89 @@ def test_a_default_run_directory_is_named_by_the_tagged_parameters():
     out = default_out(load_preset("cs244", ["maxq=20"]), Path("r"))
     assert out.name.startswith("cs244-maxq20-ccreno-")
     assert default_out(load_preset("aqm", ["aqm=codel"]), Path("r")).name.startswith("aqm-aqmcodel-maxq1000-ccreno-")
+
+
+# A bulk workload's count ------------------------------------------------------------------------
+
+COUNTED = SPEC.replace('cc = "reno"', 'cc = "reno"\nname = "load"\ncount = 3')
+
+
+def test_a_count_makes_separate_flows_named_after_their_table(tmp_path):
+    import json
+
+    from bloatlab.experiment.record import RunRecord
+    from bloatlab.results.writer import record_from_document, run_document
+    from bloatlab.sim.scenario import scenario
+
+    exp = load(tmp_path, COUNTED)
+    *flows, ping = exp.workloads
+    assert [f.name for f in flows] == ["load-1", "load-2", "load-3"] and ping.name == "ping"
+    # Each an ordinary bulk workload, as the table says, with the table's place and name.
+    assert all(isinstance(f, Bulk) and (f.src, f.dst, f.cc, f.index, f.group) == ("h1", "h2", "reno", 0, "load")
+               for f in flows)
+    # run.json: each its own flow (its port, its codepoint), the spec's record giving the group back.
+    record = RunRecord(exp, backends=["userspace"], ports={w.name: 5201 + i for i, w in enumerate(exp.workloads)})
+    doc = json.loads(json.dumps(run_document(record)))
+    assert {name: flow["port"] for name, flow in doc["flows"].items()} == {"load-1": 5201, "load-2": 5202,
+                                                                           "load-3": 5203}
+    assert [w.get("group") for w in doc["spec"]["workloads"]] == ["load", "load", "load", None]
+    assert record_from_document(doc).experiment == exp
+    # ns-3 sees three bulk flows.
+    lines = scenario(exp, tmp_path, record.ports).splitlines()
+    assert [line.split()[1] for line in lines if line.startswith("bulk ")] == ["load-1", "load-2", "load-3"]
+    # A count of 1 is the table's one flow, under its own name, and run.json as before counts.
+    one = load(tmp_path, COUNTED.replace("count = 3", "count = 1"))
+    assert one.workloads[0].name == "load" and one.workloads[0].group is None
+    assert "group" not in one.to_dict()["workloads"][0]
+    # Unnamed, a counted table's flows are its kind's: bulk-1, bulk-2.
+    unnamed = load(tmp_path, SPEC.replace('cc = "reno"', 'cc = "reno"\ncount = 2'))
+    assert [w.name for w in unnamed.workloads] == ["bulk-1", "bulk-2", "ping"]
+
+
+@pytest.mark.parametrize("change, field, needle", [
+    (("count = 3", "count = 0"), "workloads[0].count", "0 is not a flow count; write a whole number from 1 to 64"),
+    (("count = 3", "count = 65"), "workloads[0].count", "from 1 to 64"),
+    (("count = 3", 'count = "3"'), "workloads[0].count", '"3" is not a flow count'),
+    (("count = 3", "count = 2.0"), "workloads[0].count", "is not a flow count"),
+    (("count = 3", "count = true"), "workloads[0].count", "is not a flow count"),
+    # A flow's name must still be a name: NAME-64 takes three characters of the 31.
+    (('name = "load"', f'name = "{"l" * 30}"'), "workloads[0].name",
+     f'"{"l" * 30}" is too long for count = 3: its flows are named {"l" * 30}-1 to {"l" * 30}-3'),
+    # The flows' names are as distinct as the tables' are, whichever comes first.
+    (('kind = "ping"', 'kind = "ping"\nname = "load-2"'), "workloads[1].name",
+     '"load-2" already names a flow of load (workloads[0], count = 3); give each a distinct name'),
+    # A counted table's name is its flows' group: no other table or flow takes it.
+    (('name = "load"', 'name = "load"\n[[workloads]]\nkind = "bulk"\nname = "load"\nfrom = "h1"\nto = "h2"'),
+     "workloads[1].name", '"load" already names an earlier workload'),
+    (('kind = "ping"', 'kind = "ping"\nname = "load"'), "workloads[1].name", '"load" already names an earlier workload'),
+    # Only bulk workloads repeat; a web workload's count is its fetches per round.
+    (('interval = "10ms"', 'interval = "10ms"\ncount = 2'), "workloads[1].count",
+     "a ping workload takes no count (count = N makes N flows of a bulk workload); write a [[workloads]] table "
+     "for each ping"),
+    (('kind = "bulk"', 'kind = "udp"\nrate = "1mbit"'), "workloads[0].count", "a udp workload takes no count"),
+])
+def test_bad_counts_name_their_field_and_the_fix(tmp_path, change, field, needle):
+    error = error_of(tmp_path, COUNTED.replace(*change))
+    assert error.field == field and needle in error.message, (error.field, error.message)
+
+
+def test_a_flow_named_as_a_counted_tables_flow_is_refused_even_before_it(tmp_path):
+    first = SPEC.replace('cc = "reno"', 'cc = "reno"\nname = "load-2"')
+    error = error_of(tmp_path, first + '[[workloads]]\nkind = "bulk"\nname = "load"\nfrom = "h1"\nto = "h2"\ncount = 2\n')
+    assert error.field == "workloads[2].name" and error.message == (
+        '"load-2" already names an earlier workload; give each a distinct name (this workload\'s count names its '
+        "flows load-1 to load-2)")
+
+
+def test_the_l4s_preset_counts_its_classic_and_scalable_flows():
+    names = [w.name for w in load_preset("l4s").workloads]
+    assert names == ["classic", "scalable", "ping_classic", "ping_scalable"]  # as before counts
+    exp = load_preset("l4s", ["classic_flows=2", "scalable_flows=3"])
+    bulk = [w for w in exp.workloads if isinstance(w, Bulk)]
+    assert [(w.name, w.cc, w.ecn, w.src) for w in bulk] == [
+        ("classic-1", "cubic", None, "c"), ("classic-2", "cubic", None, "c"), ("scalable-1", "dctcp", "ect1", "l"),
+        ("scalable-2", "dctcp", "ect1", "l"), ("scalable-3", "dctcp", "ect1", "l")]
+    for bad in ("0", "17", "two"):
+        with pytest.raises(SpecError) as error:
+            load_preset("l4s", [f"classic_flows={bad}"])
+        assert error.value.field == "--set classic_flows", bad

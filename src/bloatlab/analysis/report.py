@@ -447,9 +447,13 @@ def _run_report(run_dir: Path, drawn: plots.PlotResult | None = None) -> str:
         sections += ["<h2>Topology</h2>", links]
     flows = meta.get("flows")
     if isinstance(flows, dict) and flows:
-        sections.append(_table(["flow", "kind", "from", "to", "congestion control", "DSCP"],
-                               [(n, f.get("kind"), f.get("src"), f.get("dst"), f.get("cc"), f.get("dscp"))
-                                for n, f in flows.items() if isinstance(f, dict)]))
+        rows = [(n, f.get("kind"), f.get("src"), f.get("dst"), f.get("cc"), f.get("dscp"), f.get("ecn"))
+                for n, f in flows.items() if isinstance(f, dict)]
+        # ECN only in a run where some flow's packets carry it: each flow's codepoint and who sets
+        # it, as run.json says (its first word the codepoint).
+        ecn = any(isinstance(row[-1], str) and row[-1].split()[:1] != ["not-ect"] for row in rows)
+        sections.append(_table(["flow", "kind", "from", "to", "congestion control", "DSCP", *(["ECN"] if ecn else [])],
+                               [row if ecn else row[:-1] for row in rows]))
 
     sections.append("<h2>Results</h2>")
     lines = summary_lines(summary)

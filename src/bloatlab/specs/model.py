@@ -264,6 +264,9 @@ class Bulk(FromTo):
     # "ect1": its ECT(0) packets become ECT(1), the L4S identifier, where they enter the datapath
     # (a scalable cc only: dctcp); None: the ECN codepoint its congestion control sends.
     ecn: str | None = None
+    # The name of the [[workloads]] table whose `count` made this flow one of several (named
+    # GROUP-1 .. GROUP-N); None: the table's only flow, named as the table.
+    group: str | None = None
 
 
 @dataclass(frozen=True)
@@ -381,10 +384,9 @@ class Experiment:
 
     def to_dict(self) -> dict[str, Any]:
         """The resolved experiment, JSON-ready (for run.json)."""
-        workloads = []
-        for w in self.workloads:
-            entry = {k: v for k, v in w.__dict__.items()}
-            workloads.append(entry)
+        # A flow of no group leaves out `group`: run.json stays as it was before counts.
+        workloads = [{k: v for k, v in w.__dict__.items() if not (k == "group" and v is None)}
+                     for w in self.workloads]
         return {
             "name": self.name, "description": self.description, "duration_s": self.duration_s,
             "seed": self.seed, "repeat": self.repeat, "topology": self.topology.to_dict(), "workloads": workloads,

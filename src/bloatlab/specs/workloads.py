@@ -3,6 +3,7 @@ typed workload (specs/model.py), on the experiment's schedule. bloatlab.experime
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 from typing import Any
 
@@ -27,11 +28,14 @@ SCALABLE_CCS = frozenset({"dctcp"})
 MIN_PING_INTERVAL_NS = 10 * 10**6  # what the issue promises; ping itself goes lower as root
 MIN_IRTT_INTERVAL_NS = 10**6  # below 1 ms the probes are load (the server is started with no floor)
 MIN_RESPONSIVENESS_NS = 10 * 10**9  # idle probes, then MAD (4) intervals to saturate and MAD to be stable
+# A bulk table's `count`: that many flows, each its own connection, iperf3 pair, port and results.
+# The bound keeps a slip (count = 1000) from starting thousands of processes.
+MAX_FLOW_COUNT = 64
 COMMON_WORKLOAD_KEYS = ("kind", "name", "start", "stop", "enabled")
 SWITCHES = {True: True, False: False, "on": True, "off": False, "true": True, "false": False,
             "yes": True, "no": False}
 WORKLOAD_KEYS = {
-    "bulk": ("from", "to", "cc", "buffer", "dscp", "ecn"),
+    "bulk": ("from", "to", "cc", "buffer", "dscp", "ecn", "count"),
     "udp": ("from", "to", "rate", "dscp"),
     "ping": ("from", "to", "interval", "dscp", "ecn"),
     "irtt": ("from", "to", "interval", "dscp", "ecn"),
@@ -47,7 +51,7 @@ def parse_workloads(raw: object, topology: Topology, duration_ns: int) -> list[W
         raise SpecError("must be an array of tables: write each as [[workloads]]", field="workloads")
     kinds = [w.get("kind") if isinstance(w, dict) else None for w in raw]
     workloads: list[Workload] = []
-    seen: set[str] = set()  # names, of disabled workloads too
+    seen: dict[str, str] = {}  # flow names, of disabled workloads too -> what they name, for errors
     for index, table in enumerate(raw):
         where = field_of("workloads", index)
         if not isinstance(table, dict):
@@ -61,15 +65,22 @@ def parse_workloads(raw: object, topology: Topology, duration_ns: int) -> list[W
             guess = f"did you mean {show(close[0])}? " if close else ""
             raise SpecError(f"{show(kind)} is not a workload kind; {guess}choose one of: {', '.join(WORKLOAD_KINDS)}",
                             field=field_of(where, "kind"))
+        if "count" in table and "count" not in WORKLOAD_KEYS[kind]:
+            raise SpecError(f"a {kind} workload takes no count (count = N makes N flows of a bulk workload); write a "
+                            f"[[workloads]] table for each {kind}", field=field_of(where, "count"))
         check_keys(table, COMMON_WORKLOAD_KEYS + WORKLOAD_KEYS[kind], where, f"a {kind} workload")
         default_name = kind if kinds.count(kind) == 1 else f"{kind}{kinds[:index + 1].count(kind)}"
         name = table.get("name", default_name)
         if not isinstance(name, str) or not NAME_RE.fullmatch(name):
             raise SpecError(f"{show(name)} is not a valid workload name; use a lowercase letter, then up "
                             'to 30 lowercase letters, digits, "_" or "-"', field=field_of(where, "name"))
-        if name in seen:
-            raise SpecError(f"{show(name)} already names an earlier workload; give each a distinct name",
-                            field=field_of(where, "name"))
+        names = _flow_names(table, kind, name, where)
+        for flow in dict.fromkeys([name, *names]):  # a counted table's name too: its flows' group
+            if flow in seen:
+                raise SpecError(f"{show(flow)} already names {seen[flow]}; give each a distinct name"
+                                + (f" (this workload's count names its flows {names[0]} to {names[-1]})"
+                                   if flow != name else ""), field=field_of(where, "name"))
+            seen[flow] = "an earlier workload" if flow == name else f"a flow of {name} ({where}, count = {len(names)})"
         start = parse_duration_ns(table.get("start", "0s"), field_of(where, "start"))
         stop = _stop(table, where, duration_ns)
         if stop > duration_ns:
@@ -78,9 +89,11 @@ def parse_workloads(raw: object, topology: Topology, duration_ns: int) -> list[W
         if start >= stop:
             raise SpecError("the workload must start before it stops (and before the run ends)",
                             field=field_of(where, "start"))
-        seen.add(name)
         common = dict(name=name, kind=kind, start_ns=start, stop_ns=stop, index=index)
         workload = _KIND_PARSERS[kind](table, where, topology, common)
+        # A count makes separate flows, each with the table's index (errors name the table).
+        flows = [workload] if names == [name] else [dataclasses.replace(workload, name=flow, group=name)
+                                                   for flow in names]
         # `enabled = "{load}"` lets a parameter switch a workload on and off (with and without
         # a competing flow); a disabled workload is still checked.
         enabled = table.get("enabled", True)
@@ -90,7 +103,7 @@ def parse_workloads(raw: object, topology: Topology, duration_ns: int) -> list[W
             raise SpecError(f"{show(table['enabled'])} is not on or off; write true, false, \"on\" or \"off\"",
                             field=field_of(where, "enabled"))
         if SWITCHES[enabled]:
-            workloads.append(workload)
+            workloads += flows
     tests = [w for w in workloads if isinstance(w, Responsiveness)]
     if len(tests) > 1:
         raise SpecError("a run holds one responsiveness test; its result is the run's RPM",
@@ -157,6 +170,24 @@ def _check_ect1(workloads: list[Workload]) -> None:
                             f'TCP packet from {w.src} to {w.dst}; write ecn = "ect1" here too, or use another pair of '
                             'hosts',
                             field=field_of(field_of("workloads", w.index), "ecn"))
+
+
+def _flow_names(table: dict[str, Any], kind: str, name: str, where: str) -> list[str]:
+    """The names of the flows a table makes: its own name, or with a bulk workload's count N > 1
+    NAME-1 .. NAME-N (each a flow in the results; a count of 1 keeps the name)."""
+    if kind != "bulk":
+        return [name]  # a web workload's count is its fetches per round
+    count = table.get("count", 1)
+    if not isinstance(count, int) or isinstance(count, bool) or not 1 <= count <= MAX_FLOW_COUNT:
+        raise SpecError(f"{show(count)} is not a flow count; write a whole number from 1 to {MAX_FLOW_COUNT}",
+                        field=field_of(where, "count"))
+    if count == 1:
+        return [name]
+    names = [f"{name}-{i}" for i in range(1, count + 1)]
+    if not NAME_RE.fullmatch(names[-1]):
+        raise SpecError(f"{show(name)} is too long for count = {count}: its flows are named {name}-1 to {names[-1]}, "
+                        f"and a flow's name has at most 31 characters; shorten the name", field=field_of(where, "name"))
+    return names
 
 
 def _stop(table: dict[str, Any], where: str, duration_ns: int) -> int:

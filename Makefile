@@ -26,9 +26,7 @@ TOOLS := ip:iproute2 tc:iproute2 iperf3:iperf3 ping:iputils-ping curl:curl ethto
 # that cannot have them still sets up, without cc = "dctcp" (bloatlab doctor says why).
 BPF_TOOLS := clang:clang bpftool:bpftool /usr/include/bpf/bpf_helpers.h:libbpf-dev
 BTF := /sys/kernel/btf/vmlinux
-BPF_SOURCE := bpf/bloatlab_dctcp.bpf.c
 BPF_DIR := target/bpf
-BPF_OBJECT := $(BPF_DIR)/bloatlab_dctcp.bpf.o
 
 .PHONY: help setup packages build bpf venv test demo bench docs clean
 
@@ -83,28 +81,12 @@ build: packages ## cargo build --release: target/release/bloatlab-link; then the
 	$(CARGO) build --release
 	@$(MAKE) --no-print-directory bpf
 
-# The object is built against this kernel's BTF (vmlinux.h, written at each build and replaced
-# only when it changed) into target/bpf, where bloatlab.binaries finds it. Nothing here fails the
-# build: without BTF or clang there is no object, and cc = "dctcp" is available only where the
-# kernel has tcp_dctcp (bloatlab doctor says which).
+# bpf/build.sh builds the object against this kernel's BTF into target/bpf, where
+# bloatlab.binaries finds it (a wheel's build puts it in the package: setup.py). Nothing here
+# fails the build: without BTF or clang there is no object, and cc = "dctcp" is available only
+# where the kernel has tcp_dctcp (bloatlab doctor says which).
 bpf: ## the BPF DCTCP (bpf/bloatlab_dctcp.bpf.c) into target/bpf, where the kernel has BTF and clang is here
-	@if [ ! -r $(BTF) ]; then echo "bpf: skipped: this kernel has no BTF ($(BTF)); cc = \"dctcp\" needs its tcp_dctcp"; exit 0; fi; \
-	have() { command -v "$$1" >/dev/null 2>&1 || test -x "/usr/sbin/$$1" || test -x "/sbin/$$1"; }; \
-	bpftool=$$(command -v bpftool || { test -x /usr/sbin/bpftool && echo /usr/sbin/bpftool; } \
-		|| { test -x /sbin/bpftool && echo /sbin/bpftool; } || true); \
-	if ! have clang || [ -z "$$bpftool" ] || [ ! -e /usr/include/bpf/bpf_helpers.h ]; then \
-		echo "bpf: skipped: needs clang, bpftool and libbpf-dev (make packages installs them as root)"; exit 0; fi; \
-	mkdir -p $(BPF_DIR); \
-	if ! "$$bpftool" btf dump file $(BTF) format c > $(BPF_DIR)/vmlinux.h.new; then \
-		rm -f $(BPF_DIR)/vmlinux.h.new; echo "bpf: skipped: bpftool could not read $(BTF)" >&2; exit 0; fi; \
-	if cmp -s $(BPF_DIR)/vmlinux.h.new $(BPF_DIR)/vmlinux.h; then rm $(BPF_DIR)/vmlinux.h.new; \
-	else mv $(BPF_DIR)/vmlinux.h.new $(BPF_DIR)/vmlinux.h; fi; \
-	if [ $(BPF_OBJECT) -nt $(BPF_DIR)/vmlinux.h ] && [ $(BPF_OBJECT) -nt $(BPF_SOURCE) ]; then exit 0; fi; \
-	arch=$$(uname -m | sed -e 's/x86_64/x86/' -e 's/aarch64/arm64/' -e 's/ppc64le/powerpc/' -e 's/s390x/s390/'); \
-	echo "bpf: clang $(BPF_SOURCE) -> $(BPF_OBJECT)"; \
-	if clang -O2 -g -Wall -Werror -target bpf -D__TARGET_ARCH_$$arch -I $(BPF_DIR) \
-		-c $(BPF_SOURCE) -o $(BPF_OBJECT).new; then mv $(BPF_OBJECT).new $(BPF_OBJECT); \
-	else rm -f $(BPF_OBJECT).new $(BPF_OBJECT); echo "bpf: the BPF DCTCP did not compile (above); cc = \"dctcp\" is unavailable" >&2; fi
+	@sh bpf/build.sh $(BPF_DIR)
 
 venv: $(VENV)/.stamp-$(EXTRAS) ## .venv with bloatlab installed editable, with the extras (make test: test,sim,cluster)
 	@# Bytecode for the sources, as pip writes it for an installed wheel: with none (an editable

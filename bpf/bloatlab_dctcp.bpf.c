@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: (GPL-2.0-only OR MIT)
 /*
  * bloatlab_dctcp: DCTCP (RFC 8257) as a BPF tcp_congestion_ops, for kernels that have no
- * tcp_dctcp of their own. One file; nothing else lives in this folder.
+ * tcp_dctcp of their own. Beside it only build.sh, which builds it.
  *
  * Who uses it
  *   A spec that asks for cc = "dctcp" on a kernel without dctcp (src/bloatlab/testbed/congestion.py).
@@ -11,10 +11,11 @@
  *   name cannot collide with the kernel's own "dctcp" module.
  *
  * How it is built
- *   `make build` (the Makefile's `bpf` rule): clang -target bpf against target/bpf/vmlinux.h,
- *   which bpftool writes from this kernel's BTF (/sys/kernel/btf/vmlinux) at each build, into
- *   target/bpf/bloatlab_dctcp.bpf.o, where bloatlab.binaries finds it. Without BTF, clang or
- *   bpftool the build skips it and `bloatlab doctor` says why.
+ *   bpf/build.sh DIR, the one recipe: clang -target bpf against DIR/vmlinux.h, which bpftool
+ *   writes from this kernel's BTF (/sys/kernel/btf/vmlinux), into DIR/bloatlab_dctcp.bpf.o.
+ *   `make build` builds it into target/bpf; a wheel's build (setup.py) into the package's _bin;
+ *   bloatlab.binaries finds it in either. Without BTF, clang or bpftool the build skips it and
+ *   `bloatlab doctor` says why.
  *
  * What it does (RFC 8257, section 3)
  *   Sender: counts the bytes each ACK acknowledges and those acknowledged with ECE (3.3; a

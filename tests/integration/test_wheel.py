@@ -25,7 +25,7 @@ def installed(tmp_path_factory):
     cargo = shutil.which("cargo") or str(Path.home() / ".cargo" / "bin" / "cargo")
     assert Path(cargo).exists(), "the wheel's build needs cargo (make build finds it)"
     env = {k: v for k, v in os.environ.items()
-           if k not in ("PYTHONPATH", "BLOATLAB_LINK", "BLOATLAB_REPLAY", "VIRTUAL_ENV")}
+           if k not in ("PYTHONPATH", "BLOATLAB_LINK", "BLOATLAB_REPLAY", "BLOATLAB_DCTCP_BPF", "VIRTUAL_ENV")}
     env["PATH"] = os.pathsep.join([str(Path(cargo).parent), "/usr/local/sbin", "/usr/local/bin", "/usr/sbin",
                                    "/usr/bin", "/sbin", "/bin"])
     built = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "--disable-pip-version-check",
@@ -35,6 +35,10 @@ def installed(tmp_path_factory):
     [wheel] = (tmp / "dist").glob("bloatlab-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
     assert {"bloatlab/_bin/bloatlab-link", "bloatlab/_bin/bloatlab-replay"} <= set(names), names
+    # The BPF DCTCP where this machine builds it (make packages gives it what that takes), and
+    # nothing of its build beside it.
+    assert ("bloatlab/_bin/bloatlab_dctcp.bpf.o" in names) == builds_bpf(), (builds_bpf(), names)
+    assert not [n for n in names if n.endswith("vmlinux.h")], names
     base = Path(sys.base_prefix) / "bin" / "python3"  # a python with no venv of ours around it
     subprocess.run([str(base), "-m", "venv", str(tmp / "venv")], check=True, timeout=120)
     pip = subprocess.run([str(tmp / "venv" / "bin" / "pip"), "install", "-q", "--disable-pip-version-check",
@@ -43,6 +47,13 @@ def installed(tmp_path_factory):
     work = tmp / "work"
     work.mkdir()
     return tmp / "venv" / "bin" / "bloatlab", work, env
+
+
+def builds_bpf() -> bool:
+    """Whether bpf/build.sh can build the BPF DCTCP here: BTF, clang, bpftool, libbpf's headers."""
+    bpftool = shutil.which("bpftool") or next((p for p in ("/usr/sbin/bpftool", "/sbin/bpftool") if Path(p).exists()), None)
+    return (os.access("/sys/kernel/btf/vmlinux", os.R_OK) and shutil.which("clang") is not None and bpftool is not None
+            and Path("/usr/include/bpf/bpf_helpers.h").exists())
 
 
 def bloatlab(installed, *args, timeout=120):
@@ -71,6 +82,10 @@ def test_doctor_json_from_the_wheel(installed):
         assert binary["problem"] is None and binary["version"] == __version__
         assert "/_bin/" in binary["path"] and not Path(binary["path"]).is_relative_to(REPO)
     assert report["backends"]["userspace"]["queue_codel"]
+    dctcp = report["congestion_control"]["dctcp"]
+    if builds_bpf() and not dctcp["kernel_module"]:  # the package's own object stands in
+        assert dctcp["provider"] == "bpf" and "/_bin/" in dctcp["object"], dctcp
+        assert not Path(dctcp["object"]).is_relative_to(REPO), dctcp
 
 
 def test_replay_from_the_wheel(installed):
@@ -85,13 +100,19 @@ def test_replay_from_the_wheel(installed):
 
 @pytest.mark.netns
 def test_a_run_from_the_wheel(installed):
+    # Its flow DCTCP where the wheel carries the BPF one (or the kernel has its own): a pip
+    # install runs cc = "dctcp" with nothing built by hand. 100 packets of queue: DCTCP has no
+    # HyStart, and would slow-start into a default 1000 (1.2 s, undelivered at the run's end).
+    kernel = "dctcp" in Path("/proc/sys/net/ipv4/tcp_available_congestion_control").read_text().split()
+    cc = "dctcp" if builds_bpf() or kernel else "cubic"
     spec = installed[1] / "tiny.toml"
     spec.write_text('name = "tiny"\nduration = "3s"\n[topology.hosts.h1]\n[topology.hosts.h2]\n'
                     '[[topology.links]]\nends = ["h1", "h2"]\nrate = "10mbit"\ndelay = "5ms"\n'
-                    'backend = "userspace"\n[[workloads]]\nkind = "bulk"\nfrom = "h1"\nto = "h2"\nstart = "1s"\n'
+                    f'backend = "userspace"\nqueue = {{ packets = 100 }}\n[[workloads]]\nkind = "bulk"\nfrom = "h1"\nto = "h2"\nstart = "1s"\ncc = "{cc}"\n'
                     '[[workloads]]\nkind = "ping"\nfrom = "h1"\nto = "h2"\ninterval = "100ms"\n')
     done = bloatlab(installed, "run", str(spec), "--out", str(installed[1] / "run"), "--json", "-q")
     assert done.returncode == 0, done.stderr
     doc = json.loads(done.stdout)
     assert doc["complete"] and 8 < doc["summary"]["flows"]["bulk"]["goodput_mbps"] < 10
+    assert doc["summary"]["flows"]["bulk"]["cc"] == cc
     assert doc["summary"]["rtt_ms"]["min"] == pytest.approx(10, abs=1.5)  # before the flow: 2 x 5 ms

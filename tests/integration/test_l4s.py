@@ -131,3 +131,72 @@ def test_its_figures_and_report_are_drawn(run):
     page = (r.path / "report.html").read_text()
     table = page.split("<h3>L4S</h3>")[1].split("<h3>")[0]
     assert "<td>ping_scalable</td><td>ECT(1)</td>" in table and "<td>ping_classic</td><td>Not-ECT</td>" in table
+
+
+def test_ns3_simulates_the_same_run_where_the_physics_fixes_it(run, tmp_path):
+    """The preset simulated in ns-3 (seed 1: a base RTT on the way out only, the ECT(1) ping in
+    the L queue, the driver's DualPI2), held against the emulated run above by `bloatlab compare`.
+    What the link and the AQM fix agrees: the total goodput (the link is full), the base RTT, the
+    classic probe's queueing delay (PI2's 15 ms target) and the scalable probe's (DCTCP at the 1 ms
+    step). What the TCP stacks decide does not: ns-3's TcpCubic and TcpDctcp are not Linux's, so
+    the split between the flows, and with it the marks and the queue's mean and peak, are held
+    only to the issue's yardsticks (those of the hand-written spec this test replaced).
+
+    Measured on a 2-CPU VM beside other test runs, ten emulated runs / the simulation: total goodput
+    47.13-47.55 / 47.46 Mbit/s (0.7% apart at most); base RTT 20.1 / 20.03 ms; the classic probe's
+    median 11.3-13.3 / 14.85 ms (1.6-3.6 ms apart; the module's docstring has 10.7-12.4 emulated),
+    the scalable probe's 0.50-0.60 / 0.61 ms. Apart: the goodput ratio under load 0.88-1.51 / 1.82
+    (whole run 0.81-1.37 / 1.57; seeds 2 to 5 gave 1.34-2.30 and 1.20-1.96: at equal windows, which
+    k = 2 aims at, the rates go as the inverse RTTs, 35 and 21 ms), coupled marks 626-885 / 1503,
+    step marks 213-608 / 191; in six of the runs the queue's mean 20.6-23.8 / 19.8 packets and the
+    scalable flow's own delay (its smoothed RTT less its probe's base) 0.74-0.87 / 1.30 ms.
+    """
+    from bloatlab.lab.run import run_experiment
+    from bloatlab.sim import driver
+    from bloatlab.specs.experiment import load_preset
+
+    if driver.ns3_version() is None:
+        pytest.fail("the ns3 wheel is missing: make test installs the sim extra")
+    emulated, roles, emulated_delays = run
+    exp = load_preset("l4s", ["aqm=dualpi2", f"rate={RATE}", f"duration={DURATION}"], backend="ns3")
+    outcome = run_experiment(exp, tmp_path / "sim", progress=False)
+    assert outcome.complete, outcome.reason
+    done = subprocess.run([sys.executable, "-m", "bloatlab", "compare", str(emulated.path), str(outcome.run_dir),
+                           "--json"], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    doc = json.loads(done.stdout)
+    assert [r["label"] for r in doc["runs"]] == ["emulation", "ns3"]
+    diff = {d["metric"]: d for d in doc["differences"]}
+    total = [sum(diff[f"goodput {name} (Mbit/s)"][side] for name in ("classic", "scalable")) for side in ("a", "b")]
+    simulated = load_run(outcome.run_dir)
+    delays, problem = l4s.queueing_delays(simulated, roles)
+    assert problem is None, problem
+    flows, problem = l4s.flow_delays(simulated, roles, delays)
+    assert problem is None, problem
+    classic, scalable = delays["ping_classic"], delays["ping_scalable"]
+    ratio = l4s.whole_run_ratio(simulated, roles)
+    queue, figures = simulated.summary.queue[BOTTLENECK], simulated.summary.dualpi2[BOTTLENECK]
+    measured = (total, diff["RTT min (ms)"], {name: (emulated_delays[name].p50_ms, d.p50_ms, d.p99_ms)
+                                                for name, d in delays.items()},
+                flows["scalable"].p50_ms, ratio, queue.marks, queue.drops_by_reason)
+    print(f"\nl4s emulated / ns-3: {measured}")
+
+    assert abs(total[1] / total[0] - 1) <= 0.03, measured
+    assert abs(diff["RTT min (ms)"]["relative"]) <= 0.02, measured  # 20 ms out, nothing back: both delays
+    assert abs(classic.p50_ms - emulated_delays["ping_classic"].p50_ms) <= TARGET_MS / 3, measured
+    assert abs(scalable.p50_ms - emulated_delays["ping_scalable"].p50_ms) <= STEP_MS / 2, measured
+
+    # The simulation on its own: each queue where DualPI2 holds it, both flows served, the link full.
+    assert 10 <= classic.p50_ms <= 20 and classic.p99_ms <= TARGET_MS + 10, measured
+    assert scalable.p50_ms <= STEP_MS and scalable.p99_ms <= 2 * STEP_MS, measured
+    assert STEP_MS / 2 <= flows["scalable"].p50_ms <= 2 * STEP_MS, measured  # DCTCP's own queue: about the step
+    assert ratio is not None and 0.5 <= ratio <= 2, measured
+    assert total[1] >= 0.9 * 50 * 1448 / 1514, measured
+    assert queue.marks["dualpi2_coupled"] > 0 and queue.marks["dualpi2_step"] > 0, measured
+    assert set(queue.drops_by_reason) <= {"dualpi2_classic", "dualpi2_overload"}, measured
+    # dualpi2's own figures, as an emulated run has them: the dctcp flow and its probe in the L
+    # queue, cubic and its probe in the C queue, the step marks the queue log counted.
+    assert figures.pkts_in_l > 10_000 and figures.pkts_in_c > 10_000, figures
+    assert figures.step_mark == queue.marks["dualpi2_step"], (figures, queue.marks)
+    probability, problem = l4s.base_probability(simulated, l4s.dualpi2_directions(simulated))
+    assert problem is None and 0 < probability[BOTTLENECK][1].max() < 1, problem  # p' over time

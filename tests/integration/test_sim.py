@@ -1,7 +1,8 @@
 """The ns-3 backend with the real ns-3 (the sim extra's wheel, the driver built with g++): the
 CS244 experiment simulated lands on its physics and in the files an emulated run writes; the
 driver is built once; a sweep of simulated points runs; what ns-3 cannot model is a one-line
-error. The agreement with the emulated run is tested beside that run, in test_run.py."""
+error; the core's disciplines and the driver's DualPI2 drop as ns-3's. The agreement with the
+emulated run is tested beside that run: cs244 in test_run.py, l4s in test_l4s.py."""
 
 import json
 import subprocess
@@ -160,82 +161,6 @@ def test_a_simulated_sweep_names_the_point_ns3_cannot_model_before_running_any(t
     error = result.stderr.strip().splitlines()[-1]
     assert "no cake queue disc" in error and "(at aqm=cake)" in error and "--sweep" in error, result.stderr
     assert not (tmp_path / "s").exists()
-
-
-L4S = """
-name = "l4s"
-backend = "ns3"
-duration = "30s"
-seed = 1
-[topology.hosts.h1]
-[topology.hosts.h2]
-[topology.hosts.h3]
-[topology.switches.s0]
-[[topology.links]]
-ends = ["h1", "s0"]
-rate = "1gbit"
-delay = "5ms"
-[[topology.links]]
-ends = ["h2", "s0"]
-rate = "1gbit"
-delay = "5ms"
-[[topology.links]]
-ends = ["s0", "h3"]
-rate = "50mbit"
-delay = "5ms"
-queue = { discipline = "dualpi2", packets = 10000 }
-[[workloads]]
-name = "classic"
-kind = "bulk"
-from = "h1"
-to = "h3"
-cc = "cubic"
-[[workloads]]
-name = "l4s"
-kind = "bulk"
-from = "h2"
-to = "h3"
-cc = "dctcp"
-[[workloads]]
-kind = "ping"
-from = "h1"
-to = "h3"
-interval = "100ms"
-[probes]
-tcp = "auto"
-queue = ["s0->h3"]
-"""
-
-
-def test_dualpi2_keeps_a_dctcp_flow_at_its_step_and_a_classic_one_near_target(tmp_path):
-    """A 50 Mbit/s DualPI2 bottleneck, 20 ms base RTT (two hosts' own pairs: a spec gives dctcp to
-    every connection between its two hosts), cubic without ECN beside DCTCP (ECT(1)). The L queue
-    holds DCTCP about at its 1 ms step; the PI controller holds the C queue, which the ping (not
-    ECN-capable) crosses, near its 15 ms target; the coupling (k = 2) keeps their rates within a
-    factor of two (DCTCP's RTT is the shorter: k = 2 is window fairness at equal RTTs).
-    Seeds 1 to 4 gave 1.0-1.1 ms, 14.5-15.1 ms and a ratio of 1.55-1.76."""
-    from bloatlab.specs.experiment import load_experiment
-
-    spec = tmp_path / "l4s.toml"
-    spec.write_text(L4S)
-    outcome = run_experiment(load_experiment(spec), tmp_path / "run", progress=False)
-    assert outcome.complete, outcome.reason
-    run = load_run(outcome.run_dir)
-    s = json.loads((outcome.run_dir / "summary.json").read_text())
-    base_ms = 20 + 1514 * 8 / 50e6 * 1e3  # the propagation and a full frame's serialisation at 50 Mbit/s
-    steady = run.cwnd[run.cwnd["t_s"] > 5]
-    l4s_queue_ms = steady[steady["flow"] == "l4s"]["srtt_ms"].median() - base_ms
-    classic_queue_ms = s["rtt_ms"]["median"] - 20
-    ratio = s["flows"]["l4s"]["goodput_mbps"] / s["flows"]["classic"]["goodput_mbps"]
-    figures = (l4s_queue_ms, classic_queue_ms, ratio, s["flows"], s["queue"])
-    assert 0.5 <= l4s_queue_ms <= 2.0, figures
-    assert 10 <= classic_queue_ms <= 20, figures
-    assert 0.5 <= ratio <= 2, figures
-    capacity = 50 * 1448 / 1514
-    assert 0.9 * capacity <= s["flows"]["l4s"]["goodput_mbps"] + s["flows"]["classic"]["goodput_mbps"], figures
-    queue = s["queue"]["s0->h3"]
-    assert queue["marks"]["dualpi2_coupled"] > 0 and queue["marks"]["dualpi2_step"] > 0, figures
-    assert set(queue["drops_by_reason"]) <= {"dualpi2_classic", "dualpi2_overload"}, figures
 
 
 def test_the_drivers_dualpi2_drops_and_marks_as_the_cores(tmp_path):

@@ -16,7 +16,7 @@ from bloatlab.experiment.record import RunRecord
 from bloatlab.experiment.workloads import ecn_origins, ect1_flows
 from bloatlab.lab.run import one_backend_per_link
 from bloatlab.results.writer import record_from_document, run_document, summary
-from bloatlab.sim.scenario import check as check_simulated
+from bloatlab.sim.scenario import check as check_simulated, scenario
 from bloatlab.specs import dscp
 from bloatlab.specs.experiment import Source, load_experiment, plan_sweep
 from bloatlab.specs.model import Bulk, Irtt, Ping
@@ -192,16 +192,14 @@ def test_run_json_says_how_each_flow_gets_its_codepoint(tmp_path):
     assert record_from_document(doc).experiment == exp  # the spec's ecn comes back
 
 
-def test_ns3_sends_ect1_for_dctcp_itself_and_its_pings_are_not_ect(tmp_path):
+def test_ns3_sends_ect1_for_dctcp_itself_and_a_pings_codepoint_in_its_tos(tmp_path):
     text = SPEC.replace('[[workloads]]\nkind = "irtt"', '[[workloads]]\nenabled = false\nkind = "irtt"')
     exp = load(tmp_path, text, ["backend=ns3"])
-    with pytest.raises(SpecError) as info:
-        check_simulated(exp)
-    assert info.value.field == "workloads[2].ecn" and "Not-ECT" in info.value.message
-    exp = load(tmp_path, text.replace('ecn = "ect1"\n[[workloads]]\nenabled', '[[workloads]]\nenabled'),
-               ["backend=ns3"])
     check_simulated(exp)  # ecn = "ect1" on the dctcp flow: what ns-3's TcpDctcp sends anyway
     assert ecn_origins(exp)["scalable"] == "ect1 (ns-3's TcpDctcp)"
+    lines = scenario(exp, Path("/R"), {w.name: 5201 for w in exp.workloads}).splitlines()
+    ping = next(line for line in lines if line.startswith("ping ping_l"))
+    assert ping.endswith(f" tos={dscp.tos(0, 'ect1')}"), ping  # the L queue's: ECT(1)
 
 
 def test_the_summary_gives_each_probed_queue_its_departures_by_codepoint(tmp_path):

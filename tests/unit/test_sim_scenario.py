@@ -23,10 +23,11 @@ def test_cs244_becomes_nodes_links_and_its_three_workloads():
     assert text[1] == "run duration_ns=60000000000 seed=1 run=1"
     assert [line for line in text if line.startswith("node")] == ["node h1", "node h2", "node s0"]
     bottleneck = next(line for line in text if line.startswith("link s0-h2"))
-    assert "f.rate_bps=10000000" in bottleneck and "f.q.MaxSize=100p" in bottleneck and "delay_ns=5000000" in bottleneck
+    assert "f.rate_bps=10000000" in bottleneck and "f.q.MaxSize=100p" in bottleneck
+    assert "f.delay_ns=5000000" in bottleneck.split() and "r.delay_ns=5000000" in bottleneck.split()
     assert "f.qlog=/R/raw/qlog/s0-h2.forward.qlog" in bottleneck and "r.qlog" not in bottleneck
     assert "bulk bulk h1 h2 start_ns=0 stop_ns=60000000000 cc=reno port=5201" in text
-    assert "ping ping h1 h2 start_ns=0 stop_ns=60000000000 interval_ns=100000000" in text
+    assert "ping ping h1 h2 start_ns=0 stop_ns=60000000000 interval_ns=100000000 tos=0" in text
     web = next(line for line in text if line.startswith("web"))
     assert "every_ns=5000000000 count=3" in web and "size=180000" in web and "cc=reno" in web
 
@@ -124,6 +125,18 @@ def test_a_dualpi2_bottleneck_and_a_dctcp_flow_become_the_drivers_statements(tmp
     assert "dctcp" in CONGESTION_CONTROLS
 
 
+def test_l4s_gives_each_direction_its_own_delay_and_each_ping_its_codepoints():
+    exp = load_preset("l4s", ["aqm=dualpi2", "rtt_classic=20ms", "rtt_scalable=8ms"], backend="ns3")
+    check(exp)  # a base RTT on the way out only, and an ECT(1) ping: both modelled
+    text = scenario(exp, Path("/R/raw"), ports(exp)).splitlines()
+    links = {line.split()[1]: line.split() for line in text if line.startswith("link ")}
+    assert {name: [o for o in opts if "delay_ns=" in o] for name, opts in links.items()} == {
+        "c-s0": ["f.delay_ns=20000000", "r.delay_ns=0"], "l-s0": ["f.delay_ns=8000000", "r.delay_ns=0"],
+        "s0-r": ["f.delay_ns=0", "r.delay_ns=0"]}
+    pings = {line.split()[1]: line.split()[-1] for line in text if line.startswith("ping ")}
+    assert pings == {"ping_classic": "tos=0", "ping_scalable": "tos=1"}  # Not-ECT; ECT(1), the L queue's
+
+
 SPEC = """
 duration = "10s"
 [topology.hosts.h1]
@@ -143,9 +156,11 @@ to = "h2"
     (('rate = "10mbit"', 'rate = "10mbit"\nqueue = { discipline = "drophead", packets = 10 }'),
      "topology.links[0].forward.queue.discipline"),
     (('delay = "5ms"', 'delay = "5ms"\njitter = "1ms"'), "topology.links[0].forward.jitter"),
-    (('delay = "5ms"', 'forward = { delay = "5ms" }\nreverse = { delay = "6ms" }'), "topology.links[0].reverse.delay"),
     (('to = "h2"', 'to = "h2"\ncc = "vegas"'), None),  # the spec refuses it before ns-3 is asked
     (('to = "h2"', 'to = "h2"\ndscp = "EF"'), "workloads[0].dscp"),
+    # Its table's place: a disabled workload before it counts.
+    (('[[workloads]]', '[[workloads]]\nkind = "ping"\nenabled = false\nfrom = "h1"\nto = "h2"\n[[workloads]]'
+                       '\ndscp = "CS1"'), "workloads[1].dscp"),
     (('to = "h2"', 'to = "h2"\nbuffer = "1mb"'), "workloads[0].buffer"),
     (('kind = "bulk"', 'kind = "udp"\nrate = "1mbit"'), "workloads[0].kind"),
     (('to = "h2"\n', 'to = "h2"\n[probes]\npcap = ["h1->h2"]\n'), "probes.pcap"),
@@ -159,6 +174,16 @@ def test_what_ns3_cannot_model_is_named(tmp_path, change, field):
         check(load_experiment(path))
     if field is not None:
         assert e.value.field == field, e.value.message
+
+
+def test_a_pings_dscp_and_ecn_make_its_tos_byte(tmp_path):
+    path = tmp_path / "exp.toml"
+    path.write_text('backend = "ns3"\n' + SPEC + '[[workloads]]\nkind = "ping"\nfrom = "h1"\nto = "h2"\n'
+                    'dscp = "EF"\necn = "ect1"\n')
+    exp = load_experiment(path)
+    check(exp)
+    ping = next(line for line in scenario(exp, Path("/R"), ports(exp)).splitlines() if line.startswith("ping "))
+    assert ping.endswith(" tos=185"), ping  # 46 << 2 | 1
 
 
 def test_a_spec_names_its_backend_and_the_cli_overrides_it(tmp_path):

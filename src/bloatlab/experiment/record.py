@@ -13,7 +13,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar, Self
 
 from bloatlab.specs.model import Experiment
-from bloatlab.testbed.datapath_stats import DatapathFigures, DirectionStats, TimerOvershoot
+from bloatlab.testbed.datapath_stats import DatapathFigures, DirectionStats, DualPi2Stats, TimerOvershoot
 
 
 class Plain:
@@ -196,11 +196,13 @@ class QueueMeasure:
 @dataclass(frozen=True)
 class SimulatedDirection:
     """A link direction's counters in a simulated run, as ns-3's driver wrote them
-    (directions.csv): what run.json's datapath_stats holds there."""
+    (directions.csv): what run.json's datapath_stats holds there. A dualpi2 queue's figures
+    (dualpi2.csv) go into summary.json's dualpi2, as the datapath's do."""
 
     departures: int
     bytes_out: int
     queue_drops: int
+    dualpi2: DualPi2Stats | None = None  # a dualpi2 queue's own figures only
 
     def to_dict(self) -> dict[str, int]:
         return {"departures": self.departures, "bytes_out": self.bytes_out, "queue_drops": self.queue_drops}

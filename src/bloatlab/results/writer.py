@@ -51,7 +51,7 @@ def summary(record: RunRecord) -> RunSummary:
         # How short of CPU the machine was while the run played.
         cpu=CpuShare(record.cpu_pressure, record.links_batching) if record.cpu_pressure is not None else None,
         tins=tins_of(record.datapath_stats) or None,
-        dualpi2=dualpi2_of(record.datapath_stats) or None)
+        dualpi2=dualpi2_of(record) or None)
 
 
 def with_ecn(queue: QueueSummary, stats: DirectionStats | None) -> QueueSummary:
@@ -70,9 +70,11 @@ def tins_of(datapath_stats: dict[str, DirectionStats]) -> dict[str, dict[str, Ti
     return {d: t for d, t in out.items() if t}
 
 
-def dualpi2_of(datapath_stats: dict[str, DirectionStats]) -> dict[str, DualPi2Summary]:
-    """Per direction with a dualpi2 queue: what tc -s shows of it, delays in ms."""
-    return {direction: DualPi2Summary.of(stats.dualpi2) for direction, stats in datapath_stats.items()
+def dualpi2_of(record: RunRecord) -> dict[str, DualPi2Summary]:
+    """Per direction with a dualpi2 queue: what tc -s shows of it, delays in ms; from the
+    datapath's stats, or from ns-3's driver's figures in a simulated run."""
+    directions: dict[str, DirectionStats | SimulatedDirection] = {**record.datapath_stats, **record.simulated_stats}
+    return {direction: DualPi2Summary.of(stats.dualpi2) for direction, stats in directions.items()
             if stats.dualpi2 is not None}
 
 

@@ -1,5 +1,6 @@
 """What the ns-3 driver wrote (cxx/bloatlab_ns3.cc), read into the RunRecord an emulated run
-fills: the same series, flows and queue numbers, so the results layer writes both alike.
+fills: the same series, flows, queue numbers and dualpi2 figures, so the results layer writes both
+alike.
 
 Times are seconds since the simulation's start, which is the run's t0.
 """
@@ -7,12 +8,14 @@ Times are seconds since the simulation's start, which is the run's t0.
 from __future__ import annotations
 
 import csv
+from dataclasses import fields
 from pathlib import Path
 
 from bloatlab.experiment.probes.queue import from_qlog
 from bloatlab.experiment.record import BulkSummary, Collected, QueueMeasure, RunRecord, SimulatedDirection
 from bloatlab.specs import dscp
 from bloatlab.specs.model import Bulk, Ping
+from bloatlab.testbed.datapath_stats import DualPi2Stats
 
 
 def _rows(path: Path) -> list[list[str]]:
@@ -60,9 +63,18 @@ def collect(out: Path, record: RunRecord) -> None:
                 trace = from_qlog(path, 0.0)
                 record.queues[name] = QueueMeasure("ns3", trace.rows(name, record.duration_s),
                                                    trace.summary(record.duration_s))
+    dualpi2 = _table(out / "dualpi2.csv")
     record.simulated_stats = {name: SimulatedDirection(int(row["departures"]), int(row["bytes_out"]),
-                                                       int(row["queue_drops"]))
+                                                       int(row["queue_drops"]),
+                                                       dualpi2_stats(dualpi2[name]) if name in dualpi2 else None)
                               for name, row in _table(out / "directions.csv").items()}
+
+
+def dualpi2_stats(row: dict[str, str]) -> DualPi2Stats:
+    """A dualpi2 direction's figures at the end (dualpi2.csv), which the driver writes in the
+    names of the datapath's stats: p' a fraction, the rest whole numbers."""
+    return DualPi2Stats.from_json({f.name: (float if f.name == "prob" else int)(row[f.name])
+                                   for f in fields(DualPi2Stats)})
 
 
 def bulk_summary(w: Bulk, f: dict[str, str]) -> BulkSummary:

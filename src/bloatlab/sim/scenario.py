@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from bloatlab.errors import SpecError
+from bloatlab.specs import dscp
 from bloatlab.specs.disciplines import DisciplineName
 from bloatlab.specs.model import Bulk, DirectionSpec, Experiment, Ping, Web
 
@@ -98,11 +99,8 @@ def check(exp: Experiment) -> None:
             if d.jitter_ns:
                 raise SpecError("the ns-3 backend has no jitter; leave it out", field=f"{field}.{which}.jitter")
             queue_attributes(d, f"{field}.{which}")
-        if link.forward.delay_ns != link.reverse.delay_ns:
-            raise SpecError("ns-3's point-to-point channel has one delay both ways; give both directions the same",
-                            field=f"{field}.reverse.delay")
-    for index, w in enumerate(exp.workloads):
-        field = f"workloads[{index}]"
+    for w in exp.workloads:
+        field = f"workloads[{w.index}]"  # its table's place in the spec (a disabled one counts)
         if w.kind not in WORKLOADS:
             raise SpecError(f"the ns-3 backend runs {', '.join(WORKLOADS)} workloads, not {w.kind}",
                             field=f"{field}.kind")
@@ -111,12 +109,11 @@ def check(exp: Experiment) -> None:
         if isinstance(w, Bulk) and w.buffer_bytes is not None:
             raise SpecError("the ns-3 backend sizes TCP buffers as Linux autotunes them; leave buffer out",
                             field=f"{field}.buffer")
-        if getattr(w, "dscp", 0):
-            raise SpecError("the ns-3 backend does not mark packets; leave dscp out", field=f"{field}.dscp")
-        # A bulk flow's ecn = "ect1" is what ns-3's TcpDctcp sends anyway (its cc is dctcp): accepted.
-        if isinstance(w, Ping) and w.ecn != "not-ect":
-            raise SpecError("the ns-3 backend's pings are Not-ECT; leave ecn out, or run it emulated",
-                            field=f"{field}.ecn")
+        # A ping's codepoints are its TOS byte (ns-3's Ping sends it whole); a bulk flow's ecn =
+        # "ect1" is what ns-3's TcpDctcp sends anyway (its cc is dctcp): accepted.
+        if not isinstance(w, Ping) and getattr(w, "dscp", 0):
+            raise SpecError("the ns-3 backend marks only pings; leave dscp out, or run it emulated",
+                            field=f"{field}.dscp")
 
 
 def scenario(exp: Experiment, raw: Path, ports: dict[str, int]) -> str:
@@ -126,12 +123,12 @@ def scenario(exp: Experiment, raw: Path, ports: dict[str, int]) -> str:
              f"run duration_ns={exp.duration_ns} seed={exp.seed} run=1"]
     lines += [f"node {name}" for name in exp.topology.node_names()]
     for link in exp.topology.links:
-        opts: dict[str, Any] = {"delay_ns": link.forward.delay_ns}
+        opts: dict[str, Any] = {}
         for which, prefix in (("forward", "f."), ("reverse", "r.")):
             d: DirectionSpec = getattr(link, which)
             name = link.direction_name(which)
-            opts.update({f"{prefix}name": name, f"{prefix}rate_bps": d.rate_bps or 0, f"{prefix}loss": repr(d.loss),
-                         f"{prefix}discipline": d.queue.discipline})
+            opts.update({f"{prefix}name": name, f"{prefix}rate_bps": d.rate_bps or 0, f"{prefix}delay_ns": d.delay_ns,
+                         f"{prefix}loss": repr(d.loss), f"{prefix}discipline": d.queue.discipline})
             opts.update({f"{prefix}q.{k}": v for k, v in queue_attributes(d, "topology").items()})
             if name in exp.probes.queue:
                 opts[f"{prefix}qlog"] = str(raw / "qlog" / f"{link.name}.{which}.qlog")
@@ -141,7 +138,8 @@ def scenario(exp: Experiment, raw: Path, ports: dict[str, int]) -> str:
         if isinstance(w, Bulk):
             lines.append(f"bulk {w.name} {w.src} {w.dst} {common} cc={w.cc} port={ports[w.name]}")
         elif isinstance(w, Ping):
-            lines.append(f"ping {w.name} {w.src} {w.dst} {common} interval_ns={w.interval_ns}")
+            lines.append(f"ping {w.name} {w.src} {w.dst} {common} interval_ns={w.interval_ns} "
+                         f"tos={dscp.tos(w.dscp, w.ecn)}")
         elif isinstance(w, Web):
             lines.append(f"web {w.name} {w.server} {w.client} {common} every_ns={w.every_ns} count={w.count} "
                          f"timeout_ns={w.timeout_ns} size={w.size_bytes} cc={w.cc} port={ports[w.name]}")

@@ -1,10 +1,11 @@
 // bloatlab-ns3: one resolved bloatlab experiment, simulated in ns-3 (docs/simulation.md).
 //
 // Reads the scenario bloatlab writes (src/bloatlab/sim/scenario.py: one statement per line),
-// builds it with ns-3's own models (point-to-point links, traffic-control queue discs, its TCP),
-// runs it, and writes what the emulated run's probes record, in files bloatlab reads back
-// (src/bloatlab/sim/outputs.py): pings, throughput per 100 ms, cwnd, fetches, flows, and a queue
-// log per probed direction in bloatlab-link's own format.
+// builds it with ns-3's own models (point-to-point devices, traffic-control queue discs, its TCP;
+// a channel with a delay each way and DualPI2 are the driver's), runs it, and writes what the
+// emulated run's probes record, in files bloatlab reads back (src/bloatlab/sim/outputs.py):
+// pings, throughput per 100 ms, cwnd, fetches, flows, dualpi2's figures, and a queue log per
+// probed direction in bloatlab-link's own format.
 //
 // Switches are routers here: each link is its own subnet, and global routing finds the paths.
 // A link's rate is scaled by (1500 + 2) / (1500 + 14), so that a full-sized packet, which ns-3
@@ -20,12 +21,14 @@
 #include "ns3/traffic-control-module.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <deque>
 #include <fstream>
 #include <iostream>
 #include <map>
 #include <memory>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -285,7 +288,12 @@ class DualPi2QueueDisc : public QueueDisc
                               "Bytes the link adds to each item, counted in its length",
                               UintegerValue(0),
                               MakeUintegerAccessor(&DualPi2QueueDisc::m_frame_overhead_bytes),
-                              MakeUintegerChecker<uint32_t>());
+                              MakeUintegerChecker<uint32_t>())
+                .AddTraceSource("Probability",
+                                "p' at a time: its 0 when the controller starts, then each update's, "
+                                "at the update's own time (the queue log's probability records)",
+                                MakeTraceSourceAccessor(&DualPi2QueueDisc::m_probability),
+                                "bloatlab::DualPi2QueueDisc::ProbabilityCallback");
         return tid;
     }
 
@@ -347,6 +355,7 @@ class DualPi2QueueDisc : public QueueDisc
         {
             m_started = true;
             m_next_update = now + m_tupdate;
+            m_probability(now, m_prob);
         }
         while (m_next_update <= now)
         {
@@ -360,6 +369,7 @@ class DualPi2QueueDisc : public QueueDisc
             uint64_t qdelay_ns = std::max(HeadDelayNs(C, m_next_update), HeadDelayNs(L, m_next_update));
             m_prob = Pi2Update(m_prob, qdelay_ns, m_last_qdelay_ns, m_target.GetNanoSeconds(), m_alpha_hz,
                                m_beta_hz, m_drop_on_overload, m_coupling);
+            m_probability(m_next_update, m_prob);
             m_last_qdelay_ns = qdelay_ns;
             m_next_update += m_tupdate;
         }
@@ -557,6 +567,7 @@ class DualPi2QueueDisc : public QueueDisc
     // Counters, as tc -s shows them
     uint64_t m_pkts_in_c = 0, m_pkts_in_l = 0, m_maxq = 0, m_ecn_marks = 0, m_step_marks = 0;
     uint64_t m_max_backlog_bytes = 0;
+    TracedCallback<Time, double> m_probability; // p' as set, and when
 };
 
 NS_OBJECT_ENSURE_REGISTERED(DualPi2QueueDisc);
@@ -568,6 +579,7 @@ enum Kind : uint8_t
     DEQUEUE = 2,
     DROP = 3,
     MARK = 4,
+    PROBABILITY = 5, // value: p x 2^32, rounded
 };
 
 // bloatlab's drop and mark reason codes (datapath/core/src/reason.rs) for ns-3's reasons, and
@@ -641,10 +653,11 @@ class QueueLog
         std::fclose(m_f);
     }
 
-    void Write(Kind kind, uint8_t reason, uint64_t value)
+    // A record at `at` (by default now), with the queue's backlog as it is now.
+    void Write(Kind kind, uint8_t reason, uint64_t value, Time at = Simulator::Now())
     {
         uint8_t rec[32] = {};
-        uint64_t t = Simulator::Now().GetNanoSeconds();
+        uint64_t t = at.GetNanoSeconds();
         uint32_t bytes = m_q->GetNBytes();
         uint32_t pkts = m_q->GetNPackets();
         std::memcpy(rec, &t, 8);
@@ -663,6 +676,12 @@ class QueueLog
         Connect(m_q, "DropBeforeEnqueue", MakeCallback(&QueueLog::OnDrop, this));
         Connect(m_q, "DropAfterDequeue", MakeCallback(&QueueLog::OnDrop, this));
         Connect(m_q, "Mark", MakeCallback(&QueueLog::OnMark, this));
+        // ns-3's PIE keeps its drop probability to itself (no trace source, no getter): only the
+        // driver's DualPI2 tells its p'.
+        if (m_disc == "dualpi2")
+        {
+            Connect(m_q, "Probability", MakeCallback(&QueueLog::OnProbability, this));
+        }
     }
 
   private:
@@ -686,9 +705,23 @@ class QueueLog
         Write(MARK, MarkCode(m_disc, reason), item->GetSize());
     }
 
+    // Written as the core writes it: only when the logged value changes, so an idle queue at 0
+    // writes nothing update after update. The updates run at the next enqueue or dequeue, before
+    // it changes the queue: its backlog now is the one at the update's time.
+    void OnProbability(Time at, double p)
+    {
+        uint64_t value = std::llround(std::clamp(p, 0.0, 1.0) * 4294967296.0);
+        if (m_last_prob != value)
+        {
+            m_last_prob = value;
+            Write(PROBABILITY, 0, value, at);
+        }
+    }
+
     Ptr<QueueDisc> m_q;
     std::string m_disc;
     std::FILE* m_f;
+    std::optional<uint64_t> m_last_prob;
 };
 
 ObjectFactory
@@ -1225,6 +1258,80 @@ SetAttributes(Ptr<QueueDisc> q, const Statement& s)
     }
 }
 
+// A point-to-point channel with a delay each way. ns-3's has one for both, where a spec's link
+// directions each have their own (the l4s preset puts a flow's whole base RTT on the way out).
+// What the first device attached sends (the link's first end: its forward direction) takes
+// ForwardDelay, the other's ReverseDelay; a packet arrives whole txTime + that delay after its
+// first bit left, as on ns-3's channel.
+class AsymmetricChannel : public PointToPointChannel
+{
+  public:
+    static TypeId GetTypeId()
+    {
+        static TypeId tid = TypeId("bloatlab::AsymmetricChannel")
+                                .SetParent<PointToPointChannel>()
+                                .SetGroupName("PointToPoint")
+                                .AddConstructor<AsymmetricChannel>()
+                                .AddAttribute("ForwardDelay",
+                                              "Propagation delay from the first device attached to the second",
+                                              TimeValue(Seconds(0)),
+                                              MakeTimeAccessor(&AsymmetricChannel::m_forward),
+                                              MakeTimeChecker())
+                                .AddAttribute("ReverseDelay",
+                                              "Propagation delay from the second device attached to the first",
+                                              TimeValue(Seconds(0)),
+                                              MakeTimeAccessor(&AsymmetricChannel::m_reverse),
+                                              MakeTimeChecker());
+        return tid;
+    }
+
+    bool TransmitStart(Ptr<const Packet> p, Ptr<PointToPointNetDevice> src, Time txTime) override
+    {
+        bool forward = src == GetSource(0);
+        Ptr<PointToPointNetDevice> dst = GetDestination(forward ? 0 : 1);
+        Simulator::ScheduleWithContext(dst->GetNode()->GetId(),
+                                       txTime + (forward ? m_forward : m_reverse),
+                                       &PointToPointNetDevice::Receive,
+                                       dst,
+                                       p->Copy());
+        return true;
+    }
+
+  private:
+    Time m_forward, m_reverse;
+};
+
+NS_OBJECT_ENSURE_REGISTERED(AsymmetricChannel);
+
+// A link's two devices, on `a` and `b`, and the channel between them: what PointToPointHelper's
+// Install builds, which takes no channel type. Each device holds one packet below its queue disc
+// (it needs a queue), and traffic control's flow control follows that queue (the aggregated
+// NetDeviceQueueInterface), so the disc keeps the rest and hands the device one when it frees.
+NetDeviceContainer
+InstallLink(Ptr<Node> a, Ptr<Node> b, Time forward, Time reverse)
+{
+    NetDeviceContainer devs;
+    for (Ptr<Node> node : {a, b})
+    {
+        auto dev = CreateObject<PointToPointNetDevice>();
+        dev->SetAddress(Mac48Address::Allocate());
+        node->AddDevice(dev);
+        auto queue = CreateObjectWithAttributes<DropTailQueue<Packet>>("MaxSize", QueueSizeValue(QueueSize("1p")));
+        dev->SetQueue(queue);
+        auto ndqi = CreateObject<NetDeviceQueueInterface>();
+        ndqi->GetTxQueue(0)->ConnectQueueTraces(queue);
+        dev->AggregateObject(ndqi);
+        devs.Add(dev);
+    }
+    auto channel = CreateObjectWithAttributes<AsymmetricChannel>("ForwardDelay", TimeValue(forward),
+                                                                 "ReverseDelay", TimeValue(reverse));
+    for (int i = 0; i < 2; i++)
+    {
+        DynamicCast<PointToPointNetDevice>(devs.Get(i))->Attach(channel); // the first: forward's sender
+    }
+    return devs;
+}
+
 // Replay mode ---------------------------------------------------------------------------------
 //
 // `replay arrivals=CSV rate_bps=N discipline=D q.NAME=VALUE...`: an arrival trace (bloatlab
@@ -1472,17 +1579,13 @@ main(int argc, char* argv[])
         }
         else if (s.verb == "link")
         {
-            // link NAME A B, then the two directions' options prefixed f. and r.
-            Ptr<Node> a = nodes.at(s.words.at(1)), b = nodes.at(s.words.at(2));
-            NodeContainer pair(a, b);
-            PointToPointHelper p2p;
-            p2p.SetQueue("ns3::DropTailQueue", "MaxSize", StringValue("1p"));
-            NetDeviceContainer devs = p2p.Install(pair);
-            Ptr<PointToPointChannel> ch = DynamicCast<PointToPointChannel>(devs.Get(0)->GetChannel());
-            ch->SetAttribute("Delay", TimeValue(NanoSeconds(s.U64("delay_ns")))); // one delay both ways
+            // link NAME A B, then the two directions' options prefixed f. (A to B) and r.
+            Statement ab = DirectionOf(s, "f."), ba = DirectionOf(s, "r.");
+            NetDeviceContainer devs = InstallLink(nodes.at(s.words.at(1)), nodes.at(s.words.at(2)),
+                                                  NanoSeconds(ab.U64("delay_ns")), NanoSeconds(ba.U64("delay_ns")));
             for (int i = 0; i < 2; i++)
             {
-                Statement d = DirectionOf(s, i == 0 ? "f." : "r.");
+                const Statement& d = i == 0 ? ab : ba;
                 Ptr<PointToPointNetDevice> dev = DynamicCast<PointToPointNetDevice>(devs.Get(i));
                 uint64_t rate = d.U64("rate_bps");
                 dev->SetDataRate(DataRate(rate ? uint64_t(rate * 1502.0 / 1514.0) : 100'000'000'000ull));
@@ -1562,6 +1665,7 @@ main(int argc, char* argv[])
             ping->SetAttribute("Destination", AddressValue(address.at(s.words.at(2))));
             ping->SetAttribute("Interval", TimeValue(NanoSeconds(s.U64("interval_ns"))));
             ping->SetAttribute("Size", UintegerValue(56));
+            ping->SetAttribute("Tos", UintegerValue(s.U64("tos"))); // DSCP and ECN, as ping -Q sets them
             ping->SetAttribute("VerboseMode", EnumValue(Ping::VerboseMode::SILENT));
             ping->SetAttribute("Timeout", TimeValue(Seconds(10)));
             nodes.at(s.words.at(1))->AddApplication(ping);

@@ -137,7 +137,7 @@ def test_queue_csv_has_p_over_time_as_the_controller_set_it(run):
     assert 100 <= len(records) <= 20.0 / 0.016 + 1, len(records)
     assert value[0] == 0 and (np.diff(t_ns) % 16_000_000 == 0).all() and (np.diff(t_ns) > 0).all()
     assert (np.diff(value) != 0).all() and value.max() <= PROB_ONE
-    assert set(loaded) <= {round(v / PROB_ONE, 6) for v in value.tolist()}
+    assert set(loaded) <= {float(f"{v / PROB_ONE:.6g}") for v in value.tolist()}  # as written: six digits
     # The marking figure's reading of the column finds it.
     written = load_run(outcome.run_dir)
     probs, reason = l4s.base_probability(written, l4s.dualpi2_directions(written))

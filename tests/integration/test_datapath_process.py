@@ -278,11 +278,16 @@ def test_while_tasks_wait_for_cpu_the_links_batch_and_frames_still_cross(wire, s
     # Each direction's worker batched (one worker per direction here: two cores or more).
     workers = {doc.workers[d.worker].name: doc.workers[d.worker] for d in (stats.forward, stats.reverse)}
     assert all(w.batch_sleeps > 0 for w in workers.values()), workers
+    # The machine's own worst stall of a real-time thread meanwhile (the sentinel, a step above
+    # the workers): the 5000 echoes take a second, so one stall of a few ms is 1% of them (one
+    # CI run, right after test_cluster's Ray cluster ended: 2.2 ms at p99, max 7.2 ms).
+    stall_ns = doc.sentinel.late_ns.max if doc.sentinel is not None else 0
     for d in (stats.forward, stats.reverse):
         assert d.drops["rx_overrun"] == 0
         # A batch leaves at most a sleep (50 us) and the machine's wake-up after its first frame
-        # was due; a thread deaf past its bound would hold frames for milliseconds.
-        assert d.depart_error_ns.p99 < 2 * MS, d.depart_error_ns
+        # was due; a thread deaf past its bound would hold frames for milliseconds. Measured
+        # here: p99 113-135 us.
+        assert d.depart_error_ns.p99 < 2 * MS + stall_ns, (d.depart_error_ns, doc.sentinel)
     state = wait_until(batching, lambda b: b is not None and not b.active, 5.0, "batching stops with the load")
     assert state.periods_batching > 0
 

@@ -94,8 +94,8 @@ print(json.dumps(run_experiment(exp, Path(job["out"]), progress=False).to_dict()
 def run_at_once(jobs: dict[str, dict], out: Path, at_once: int = 2) -> dict:
     """Independent experiments, `at_once` of them side by side (each its own network and
     datapath), into out/NAME: their Outcomes by name. For fixtures whose runs are judged by
-    medians and means at 10 Mbit/s, which two runs sharing two cores leave as they are; the
-    suite's minutes are the reason."""
+    medians, means and counts at 10-20 Mbit/s, which two or three runs sharing two cores leave
+    as they are; the suite's minutes are the reason."""
     from bloatlab.lab.outcome import Outcome
     from bloatlab.results.summary import RunSummary
 

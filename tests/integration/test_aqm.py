@@ -61,7 +61,7 @@ def settled_mbps(run_dir: Path, flow: str = "bulk") -> float:
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory, at_once):
     out = at_once({aqm: {"spec": spec(aqm)} for aqm in ("taildrop", "red", "codel", "pie", "fq_codel", "cake")},
-                  tmp_path_factory.mktemp("aqm"))
+                  tmp_path_factory.mktemp("aqm"), at_once=3)
     for aqm, outcome in out.items():
         assert outcome.complete, (aqm, outcome.reason)
     return out

@@ -189,11 +189,11 @@ def ack_path_spec(ack_filter: str) -> dict:
 
 
 @pytest.fixture(scope="module")
-def ack_runs(tmp_path_factory):
+def ack_runs(tmp_path_factory, at_once):
     out = {}
-    for mode in ("off", "conservative", "aggressive"):
-        exp = parse_experiment(ack_path_spec(mode), [], base_dir=Path("."), source="test")
-        outcome = run_experiment(exp, tmp_path_factory.mktemp("acks") / mode, progress=False)
+    three = at_once({mode: {"spec": ack_path_spec(mode)} for mode in ("off", "conservative", "aggressive")},
+                    tmp_path_factory.mktemp("acks"), at_once=3)
+    for mode, outcome in three.items():
         assert outcome.complete, outcome.reason
         out[mode] = outcome.summary.to_dict()
     return out

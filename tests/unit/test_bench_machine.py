@@ -6,7 +6,8 @@ import pytest
 
 from bloatlab.errors import BloatlabError
 from bloatlab.bench.link import Case, CaseResult
-from bloatlab.bench.machine import LIMITS, _extend_ladder, _plan, ladder, parse_limits, parse_only, render, verdicts
+from bloatlab.bench.machine import _extend_ladder, _plan, ladder
+from bloatlab.bench.targets import LIMITS, parse_limits, parse_only, render, verdicts
 from bloatlab.testbed import capabilities
 
 TIMER = {"sleep_ns": 50_000, "count": 2000, "p50_ns": 12_000, "p99_ns": 26_000, "max_ns": 400_000}

@@ -59,9 +59,10 @@ def cmd_bench_sim(args: argparse.Namespace) -> int:
 
 def cmd_bench_machine(args: argparse.Namespace) -> int:
     from bloatlab.bench import machine as bm  # builds networks: imported when it runs
+    from bloatlab.bench import targets
 
-    names = bm.parse_only(args.only)
-    limits = bm.parse_limits(args.target or [])
+    names = targets.parse_only(args.only)
+    limits = targets.parse_limits(args.target or [])
     rates, duration_s = _link_cases(args)
     if not rates or None in rates:
         raise BloatlabError("give shaped rates, e.g. 1gbit,2gbit (not unlimited)", field="--rates")
@@ -69,7 +70,7 @@ def cmd_bench_machine(args: argparse.Namespace) -> int:
     out_dir = Path(args.out or f"results/bench-machine-{time.strftime('%Y%m%d-%H%M%S')}")
     doc = bm.run_machine(names, limits, rates, duration_s, args.rounds, out_dir,
                          say=lambda line: note(args, line))
-    emit(args, doc, f"{bm.render(doc)}\n\nresults: {out_dir}/bench-machine.txt and bench-machine.json")
+    emit(args, doc, f"{targets.render(doc)}\n\nresults: {out_dir}/bench-machine.txt and bench-machine.json")
     return 0 if all(t["ok"] for t in doc["targets"]) else 1
 
 

@@ -15,8 +15,8 @@ CARGO ?= $(shell command -v cargo 2>/dev/null || { test -x $(HOME)/.cargo/bin/ca
 VENV ?= .venv
 # The oldest Rust that builds the datapath (rust-version in Cargo.toml).
 RUST_MIN := 78
-# The optional dependencies `make venv` installs (`make test` asks for test,sim,cluster).
-EXTRAS ?= test
+# The optional dependencies `make venv` installs (`make test` asks for test,sim,cluster,calibrate).
+EXTRAS ?= test,calibrate
 
 # command:Debian package, for the tools the experiments run.
 TOOLS := ip:iproute2 tc:iproute2 iperf3:iperf3 ping:iputils-ping curl:curl ethtool:ethtool \
@@ -88,7 +88,7 @@ build: packages ## cargo build --release: target/release/bloatlab-link; then the
 bpf: ## the BPF DCTCP (bpf/bloatlab_dctcp.bpf.c) into target/bpf, where the kernel has BTF and clang is here
 	@sh bpf/build.sh $(BPF_DIR)
 
-venv: $(VENV)/.stamp-$(EXTRAS) ## .venv with bloatlab installed editable, with the extras (make test: test,sim,cluster)
+venv: $(VENV)/.stamp-$(EXTRAS) ## .venv with bloatlab installed editable, with the extras (make test: test,sim,cluster,calibrate)
 	@# Bytecode for the sources, as pip writes it for an installed wheel: with none (an editable
 	@# install where PYTHONDONTWRITEBYTECODE is set) every command compiles its ~100 modules again,
 	@# a quarter of a second of each run. Only what changed is compiled again.
@@ -111,7 +111,7 @@ $(VENV)/.stamp-$(EXTRAS): pyproject.toml | build
 # the wheel.
 test: TOOLS += chromium:chromium tshark:tshark g++:g++
 test: packages build ## cargo test, the layers' import contract (lint-imports), then pytest (root for namespaces)
-	@$(MAKE) --no-print-directory venv EXTRAS=test,sim,cluster
+	@$(MAKE) --no-print-directory venv EXTRAS=test,sim,cluster,calibrate
 	$(CARGO) test --workspace
 	$(VENV)/bin/lint-imports
 	@rc=0; PATH="$(dir $(CARGO)):$$PATH" $(VENV)/bin/python -m pytest -q --durations=25 tests || rc=$$?; \

@@ -99,6 +99,25 @@ def test_rrul_marks_give_flents_rrul_series(tmp_path):
         assert series in summary.stdout
 
 
+def test_rrul_with_every_flow_marked_be_is_flents_rrul_be(tmp_path):
+    workloads = [bulk(f"up_{m}", "h1", "h2") for m in MARKS] + [bulk(f"down_{m}", "h2", "h1") for m in MARKS] + \
+                [probe("icmp"), probe("udp_ef", "irtt", 46), probe("udp_be", "irtt", 0)]
+    run = write(tmp_path / "rrul_be", workloads)
+    test, params, names, left_out = shape(run)
+    assert (test, params, left_out) == ("rrul_be", {}, ["udp_ef"])  # rrul_be's UDP probes are all BE
+    assert [names[f"up_{m}"] for m in MARKS] == ["TCP upload BE", "TCP upload BE2", "TCP upload BE3", "TCP upload BE4"]
+    assert names["down_ef"] == "TCP download BE4" and names["udp_be"] == "Ping (ms) UDP BE1"
+    path = export(run)
+    assert path.name == "rrul_be-rrul_be.flent.gz"
+    got = flent_load(str(path))
+    assert got.meta("NAME") == "rrul_be"
+    assert {v for v in got.series("TCP download sum") if v is not None} == {5.0 + 6 + 7 + 8}
+    summary = flent_summary(path)
+    assert summary.returncode == 0, summary.stderr
+    for series in ("TCP download BE3", "TCP upload sum", "Ping (ms) UDP BE1", "Ping (ms) ICMP"):
+        assert series in summary.stdout
+
+
 def test_pings_alone_are_flents_ping_test(tmp_path):
     run = write(tmp_path / "pings", [probe("ping"), {"name": "web", "kind": "web", "start_ns": 0, "stop_ns": 10**10,
                                                      "server": "h1", "client": "h2"}])

@@ -367,3 +367,19 @@ def test_the_l4s_preset_counts_its_classic_and_scalable_flows():
         with pytest.raises(SpecError) as error:
             load_preset("l4s", [f"classic_flows={bad}"])
         assert error.value.field == "--set classic_flows", bad
+
+
+def test_a_cc_parameter_sweeps_what_the_machine_offers():
+    from bloatlab.specs.experiment import sweep_axes
+
+    offered = lambda: ["bbr", "cubic", "reno", "mine"]  # noqa: E731
+    assert sweep_axes("cc-plane", None, [], [], offered_ccs=offered) == [("cc", ["bbr", "cubic", "reno", "mine"])]
+    assert sweep_axes("cc-plane", None, [], ["cc=offered,vegas"], offered_ccs=offered) == \
+        [("cc", ["bbr", "cubic", "reno", "mine", "vegas"])]
+    assert sweep_axes("cc-plane", None, ["cc=reno"], [], offered_ccs=offered) == []
+    with pytest.raises(SpecError, match="only a run here can tell"):
+        sweep_axes("cc-plane", None, [], [])
+    with pytest.raises(SpecError) as error:
+        load_preset("cc-plane", ["cc=Cubic!"])
+    assert error.value.field == "--set cc" and "not a congestion control name" in error.value.message
+    assert load_preset("cc-plane", ["cc=bbr"]).workloads[0].cc == "bbr"

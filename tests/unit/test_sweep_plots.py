@@ -168,3 +168,28 @@ def test_fetch_csv_without_rows_is_no_warning_but_all_failed_is(make_sweep):
         (series / "fetch.csv").write_text("t_s,seconds,workload,ok\n1.0,,web,0\n")
     drawn, built = figures_of(out)
     assert built.warnings == ["compare-fetch: no successful web fetch in any run"]
+
+
+def test_a_cc_axis_puts_each_scheme_on_the_plane_with_its_one_sigma_ellipse(make_sweep):
+    from matplotlib.patches import Ellipse
+
+    from bloatlab.analysis.sweep_plots import ellipse
+
+    out = make_sweep(axes=(("cc", ("reno", "cubic", "bbr")), ("maxq", (20, 100))), repeat=3)
+    drawn = {d.name: d for d in build_sweep_figures(load_sweep(out)).drawn}
+    plane = drawn["compare-cc-plane"].figure
+    assert len(plane.axes) == 2  # a panel per maxq
+    ax = plane.axes[0]
+    assert ax.xaxis_inverted() and {t.get_text() for t in ax.texts} == {"reno", "cubic", "bbr"}
+    assert sum(isinstance(p, Ellipse) for p in ax.patches) == 3
+    frame = load_sweep(out).metrics()
+    reno = frame[(frame["cc"] == "reno") & (frame["maxq"] == 20)]
+    means = [line.get_xydata()[0] for line in ax.lines if line.get_label().startswith("reno")]
+    assert means[0] == pytest.approx([reno["rtt_ms.p95"].mean(), reno["flows.bulk.goodput_mbps"].mean()])
+    # The ellipse of points along a line lies along it, one standard deviation long each way.
+    width, height, angle = ellipse(np.array([1.0, 2.0, 3.0]), np.array([2.0, 4.0, 6.0]))
+    assert angle % 180 == pytest.approx(np.degrees(np.arctan2(2, 1)))
+    assert width == pytest.approx(2 * np.sqrt(1 + 4)) and height == pytest.approx(0, abs=1e-7)
+    assert ellipse(np.array([1.0]), np.array([2.0])) is None
+    # A sweep without a cc axis has no plane.
+    assert "compare-cc-plane" not in {d.name for d in build_sweep_figures(load_sweep(make_sweep())).drawn}

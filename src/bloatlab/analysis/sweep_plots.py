@@ -85,6 +85,7 @@ def build_sweep_figures(sweep: Sweep) -> SweepFigures:
         for stem, what, ylabel, groups in _METRIC_FIGURES:
             _metric_figure(sweep, result, x_axis, stem, what, ylabel, groups)
     _tradeoff_figure(sweep, result)
+    _cc_plane_figure(sweep, result)
     return result
 
 
@@ -536,3 +537,75 @@ def _tradeoff_figure(sweep: Sweep, result: SweepFigures) -> None:
                               f"({delay_metric}): one marker per sweep point, at the means over its complete "
                               "repetitions, error bars the 95% confidence intervals both ways. Up and to the "
                               "left is better."))
+
+
+# The throughput-delay plane of congestion controls ---------------------------------------------
+
+CC_AXIS = "cc"
+
+
+def ellipse(xs: np.ndarray, ys: np.ndarray) -> tuple[float, float, float] | None:
+    """The one-sigma ellipse of points: (width, height, angle in degrees) about their mean, from
+    their covariance's eigenvectors; None under two points."""
+    if len(xs) < 2:
+        return None
+    values, vectors = np.linalg.eigh(np.cov(np.vstack([xs, ys])))
+    values = np.clip(values, 0.0, None)
+    angle = math.degrees(math.atan2(vectors[1, 1], vectors[0, 1]))  # of the larger eigenvalue's vector
+    return 2 * math.sqrt(values[1]), 2 * math.sqrt(values[0]), angle
+
+
+def _cc_plane_figure(sweep: Sweep, result: SweepFigures) -> None:
+    """Pantheon's plane: each congestion control at its throughput against its delay's 95th
+    percentile, every run a dot, the mean a marker in a one-sigma ellipse; a panel per value of
+    the other axes."""
+    from matplotlib.patches import Ellipse
+
+    names = [n for n, _ in sweep.axes]
+    if CC_AXIS not in names:
+        return  # only a sweep of congestion controls has one
+    frame = sweep.metrics()
+    goodputs = [c for c in frame.columns if match_metric("flows.*.goodput_mbps", c) is not None]
+    if frame.empty or not goodputs or "rtt_ms.p95" not in frame.columns:
+        result.skipped.append("compare-cc-plane: no complete run has a flow's goodput and an RTT p95")
+        return
+    frame = frame.assign(_tput=frame[goodputs].sum(axis=1, min_count=1), _delay=frame["rtt_ms.p95"])
+    others = [n for n in names if n != CC_AXIS]
+    panels = list(frame.groupby(others, sort=False)) if others else [((), frame)]
+    fig = Figure(figsize=(WIDTH_IN, PANEL_HEIGHT_IN * len(panels)), dpi=DPI)
+    fig.suptitle("Congestion controls on the throughput-delay plane")
+    schemes = list(dict.fromkeys(str(v) for v in frame[CC_AXIS]))
+    colours = dict(zip(schemes, _colours(len(schemes))))
+    for k, (key, rows) in enumerate(panels):
+        ax = fig.add_subplot(len(panels), 1, k + 1)
+        key = key if isinstance(key, tuple) else (key,)
+        where = ", ".join(f"{n}={show_value(v)}" for n, v in zip(others, key))
+        ax.set_title(_subtitle(sweep, *([where] if where else []),
+                               "dots: runs; marker: their mean; ellipse: one sigma"), fontsize=8, loc="left")
+        for cc, runs in rows.groupby(CC_AXIS, sort=False):
+            xs, ys = runs["_delay"].to_numpy(dtype=float), runs["_tput"].to_numpy(dtype=float)
+            ok = np.isfinite(xs) & np.isfinite(ys)
+            xs, ys = xs[ok], ys[ok]
+            if not len(xs):
+                continue
+            colour = colours[str(cc)]
+            ax.scatter(xs, ys, s=10, color=colour, alpha=0.5)
+            ax.plot([xs.mean()], [ys.mean()], "o", color=colour, ms=7, label=f"{cc} (n={len(xs)})")
+            ax.annotate(str(cc), (xs.mean(), ys.mean()), textcoords="offset points", xytext=(6, 6), fontsize=8)
+            shape = ellipse(xs, ys)
+            if shape is not None:
+                width, height, angle = shape
+                ax.add_patch(Ellipse((xs.mean(), ys.mean()), width, height, angle=angle, fill=False, color=colour,
+                                     lw=1.2))
+        ax.set_xlabel("RTT p95 under load (ms), lower to the right")
+        ax.set_ylabel("goodput (Mbit/s)")
+        ax.grid(True, alpha=0.3)
+        ax.autoscale_view()
+        ax.invert_xaxis()
+        legend_beside(ax)
+    result.drawn.append(Drawn("compare-cc-plane", fig,
+                              "Each congestion control's goodput against its RTT's 95th percentile (ping, under load), "
+                              "as Pantheon draws schemes: every complete run a dot, their mean a marker, and the "
+                              "one-sigma ellipse of the runs (their covariance) around it. The delay axis runs "
+                              "backwards: better is up and to the right."
+                              + (f" One panel per value of {' × '.join(others)}." if others else "")))

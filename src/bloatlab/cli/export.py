@@ -44,8 +44,8 @@ def cmd_export(args: argparse.Namespace) -> int:
 def add_parsers(commands: argparse._SubParsersAction) -> None:
     sub = add_command(commands, "export", cmd_export, "write a run in the field's formats (Flent)",
                       "--flent writes a Flent data file (.flent.gz, format 4) that Flent 2.3 opens: the run as\n"
-                      "the Flent test of its shape (rrul, tcp_nup, tcp_ndown, ping) with Flent's series names. A\n"
-                      "sweep's complete runs each get one, in their directories (docs/results.md).",
+                      "the Flent test of its shape (rrul, rrul_be, tcp_nup, tcp_ndown, ping) with Flent's series\n"
+                      "names. A sweep's complete runs each get one, in their directories (docs/results.md).",
                       ["bloatlab export --flent results/rrul", "bloatlab export --flent results/cs244 --out cs244.flent.gz",
                        "flent -i results/rrul/rrul-rrul.flent.gz -p all_scaled -o rrul.png"])
     sub.add_argument("--flent", action="store_true", required=True, help="as a Flent data file (the only format yet)")

@@ -17,7 +17,7 @@ import sys
 import threading
 
 from bloatlab.binaries import BINARIES, check, locate, version_argv
-from bloatlab.cli import bench, completion, doctor, export, net, nic, queues, replay, run
+from bloatlab.cli import bench, calibrate, completion, doctor, export, net, nic, queues, replay, run
 from bloatlab.cli.common import EXIT_STATUSES, Parser, configure_logging, formatter
 from bloatlab.errors import BloatlabError
 from bloatlab.testbed import capabilities
@@ -61,6 +61,7 @@ def build_parser() -> argparse.ArgumentParser:
     doctor.add_parsers(commands)
     run.add_parsers(commands)
     export.add_parsers(commands)
+    calibrate.add_parsers(commands)
     queues.add_parsers(commands)
     replay.add_parsers(commands)
     nic.add_parsers(commands)

@@ -33,7 +33,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     source = Source(args.preset, args.spec, pcap=tuple(d.strip() for item in args.pcap or [] for d in item.split(",")),
                     backend=args.backend, punctual=args.punctual)
     sets = args.set or []
-    axes = sweep_axes(args.preset, args.spec, sets, args.sweep or [])
+    axes = sweep_axes(args.preset, args.spec, sets, args.sweep or [], offered_ccs=_offered_ccs)
     repeat = args.repeat if args.repeat is not None else source.load(sets).repeat  # the spec's own `repeat`
     if axes or repeat > 1 or args.resume:
         return _sweep(args, source, sets, axes, repeat)
@@ -101,6 +101,12 @@ def _sweep(args: argparse.Namespace, source: Source, sets: list[str], axes: list
     status = outcome.tell()  # with --json, on stderr
     emit(args, outcome.to_dict())
     return status
+
+
+def _offered_ccs() -> list[str]:
+    from bloatlab.testbed.congestion import offered
+
+    return offered()
 
 
 def _cluster_executor(address: str, duration_s: float, quiet: bool) -> Executor:

@@ -5,6 +5,8 @@ executor its pending jobs and records each result as it comes back.
     parallel  runs side by side on this machine's cores: a sweep of simulated runs (ns-3) takes
               it instead of local, since each run's work is a process of its own that shares
               nothing on the machine
+    processes emulated runs side by side, each in a child process of its own (a run owns its
+              process's signal handlers): calibration's short trials at moderate rates
 
     cluster   runs on the nodes of a Ray cluster, one per node at a time (lab/cluster.py, chosen
               by --cluster ADDRESS; Ray is imported only then)
@@ -118,6 +120,43 @@ class ParallelExecutor(Executor):
             for future in as_completed(futures):
                 yield future.result()
         finally:  # the sweep stopped early, or ended: what has not started never will
+            pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _in_child(run_one: RunOne, values: dict[str, Any], rep: int, run_dir: Path) -> RunResult:
+    return run_one(values, rep, run_dir, lambda seconds: None)
+
+
+class ProcessExecutor(Executor):
+    """Up to `workers` jobs at once, each in a fresh child process (spawned: no threads or
+    handlers of this process come along); run_one must pickle (a module's function, or a
+    functools.partial of one). A stop signal reaches the children too (one process group): each
+    takes its own network down, and the pool waits for that."""
+
+    name = "processes"
+
+    def __init__(self, workers: int):
+        self.workers = max(1, workers)
+
+    def run(self, run_one: RunOne, jobs: Sequence[Job], tick_for: Callable[[int, Job], Tick]) -> Iterator[Done]:
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
+
+        pool = ProcessPoolExecutor(self.workers, mp_context=multiprocessing.get_context("spawn"), max_tasks_per_child=1)
+        started: dict[Any, tuple[Job, float]] = {}
+        try:
+            for i, job in enumerate(jobs, 1):
+                tick_for(i, job)(0.0)
+                started[pool.submit(_in_child, run_one, dict(job.values), job.rep, job.run_dir)] = (job, time.monotonic())
+            for future in as_completed(started):
+                job, t = started[future]
+                try:
+                    yield Done(job, future.result(), time.monotonic() - t)
+                except KeyboardInterrupt:
+                    raise
+                except BaseException as e:  # the child's error, or the child died
+                    yield Done(job, RunResult(False, None, f"failed: {e}"), time.monotonic() - t, e)
+        finally:
             pool.shutdown(wait=True, cancel_futures=True)
 
 

@@ -71,11 +71,12 @@ def network_name() -> str:
 
 class Run:
     def __init__(self, experiment: Experiment, out: Path, *, progress: bool | Callable[[float], None] = True,
-                 svg: bool = False):
+                 svg: bool = False, plots: bool = True):
         self.exp = experiment
         self.dir = RunDir(out)
         self.progress = progress
         self.svg = svg
+        self.plots = plots  # False: files only (calibration's trials, read by numbers alone)
         self.clock = Clock()
         self.net: Network | None = None
         self.workloads: list[Running] = []
@@ -305,7 +306,7 @@ class Run:
     def _write(self, plots: bool = True) -> Outcome:
         if self.preload is not None:  # plots fork a child only when no other thread runs
             self.preload.join()
-        return write_outcome(self.dir, self._collect(), svg=self.svg, plots=plots)
+        return write_outcome(self.dir, self._collect(), svg=self.svg, plots=plots and self.plots)
 
 
 def queue_sources(exp: Experiment, backends: list[str], net: Network | None = None) -> dict[str, QueueSource]:

@@ -9,6 +9,8 @@ test of the same shape, with Flent's names:
 
     rrul       four uploads and four downloads marked BE, BK, CS5 and EF ("TCP upload EF"),
                ICMP ping ("Ping (ms) ICMP") and UDP probes ("Ping (ms) UDP EF")
+    rrul_be    the same eight flows all marked BE ("TCP upload BE", "TCP upload BE2".."BE4"),
+               ICMP ping and up to three BE UDP probes ("Ping (ms) UDP BE1".."BE3")
     tcp_nup    N uploads ("TCP upload::1"..) and a ping; TEST_PARAMETERS upload_streams = N
     tcp_ndown  N downloads ("TCP download::1"..) and a ping; download_streams = N
     ping       pings alone ("Ping (ms) ICMP")
@@ -37,6 +39,8 @@ FORMAT_VERSION = 4
 SUFFIX = ".flent.gz"
 STEP_S = 0.2  # Flent's default step
 RRUL_MARKS = ("BE", "BK", "CS5", "EF")
+RRUL_BE_NAMES = ("BE", "BE2", "BE3", "BE4")  # Flent's rrul_be names its four flows each way so
+RRUL_BE_UDP = ("BE1", "BE2", "BE3")  # ... and its three UDP probes so (all CS0)
 
 
 def _iso(t: float) -> str:
@@ -67,6 +71,10 @@ def shape(run: Run) -> tuple[str, dict[str, Any], dict[str, str], list[str]]:
         test, params = "rrul", {}
         names.update({w["name"]: f"TCP upload {marks[w['name']]}" for w in up})
         names.update({w["name"]: f"TCP download {marks[w['name']]}" for w in down})
+    elif len(up) == len(down) == len(RRUL_BE_NAMES) and {marks[w["name"]] for w in bulks} == {"BE"}:
+        test, params = "rrul_be", {}
+        names.update({w["name"]: f"TCP upload {n}" for w, n in zip(up, RRUL_BE_NAMES)})
+        names.update({w["name"]: f"TCP download {n}" for w, n in zip(down, RRUL_BE_NAMES)})
     elif up and not down:
         test, params = "tcp_nup", {"upload_streams": len(up)}
         names.update({w["name"]: f"TCP upload::{i}" for i, w in enumerate(up, 1)})
@@ -77,15 +85,18 @@ def shape(run: Run) -> tuple[str, dict[str, Any], dict[str, str], list[str]]:
         test, params = "ping", {}
     else:
         raise BloatlabError(f"no Flent test has this run's shape ({len(up)} uploads and {len(down)} downloads from "
-                            f"{client}); Flent takes RRUL's 4 + 4 marked flows, or uploads only, or downloads only",
+                            f"{client}); Flent takes RRUL's 4 + 4 flows (marked BE, BK, CS5, EF, or all BE), or uploads only, or "
+                            "downloads only",
                             field="DIR")
     icmp = [w for w in probes if w.get("kind") == "ping"]
     if icmp:
         names[icmp[0]["name"]] = "Ping (ms) ICMP"
         left_out += [w["name"] for w in icmp[1:]]
+    udp_be = [f"Ping (ms) UDP {n}" for n in RRUL_BE_UDP]  # taken in turn by the BE probes
     for w in (w for w in probes if w.get("kind") == "irtt"):
-        series = f"Ping (ms) UDP {_mark(w)}"
-        if test == "rrul" and series not in names.values():
+        series = f"Ping (ms) UDP {_mark(w)}" if test == "rrul" else \
+            udp_be.pop(0) if test == "rrul_be" and _mark(w) == "BE" and udp_be else None
+        if series is not None and series not in names.values():
             names[w["name"]] = series
         else:
             left_out.append(w["name"])

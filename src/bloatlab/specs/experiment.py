@@ -31,9 +31,9 @@ from typing import Any
 
 from bloatlab.errors import SpecError, show
 from bloatlab.specs.dscp import parse_dscp
-from bloatlab.specs.model import PARAM_TYPES, RUN_BACKENDS, Experiment, Param
+from bloatlab.specs.model import OFFERED, PARAM_TYPES, RUN_BACKENDS, Experiment, Param
 from bloatlab.specs.probes import parse_probes
-from bloatlab.specs.reading import NAME_RE, check_keys, field_of, load_toml
+from bloatlab.specs.reading import NAME_RE, check_keys, congestion_control, field_of, load_toml
 from bloatlab.specs.topology import parse_topology
 from bloatlab.specs.units import parse_duration_ns, parse_percent, parse_rate, parse_size_bytes
 from bloatlab.specs.workloads import parse_workloads
@@ -284,6 +284,8 @@ def _parse_params(raw: object) -> dict[str, Param]:
 def _parse_sweep(raw: object, param: Param, where: str) -> tuple[Any, ...] | None:
     if raw is None or raw is False:
         return None
+    if raw is True and param.type == "cc" and param.choices is None:
+        return (OFFERED,)  # resolved by sweep_axes, which is told what the machine offers
     if raw is True:
         if param.choices is None:
             raise SpecError("sweep = true runs every choice, but the parameter has no choices; "
@@ -294,11 +296,13 @@ def _parse_sweep(raw: object, param: Param, where: str) -> tuple[Any, ...] | Non
     return tuple(check_param(param, v, field_of(where, i)) for i, v in enumerate(raw))
 
 
-def sweep_axes(preset: str | None, path: str | Path | None, sets: list[str],
-               sweeps: list[str]) -> list[tuple[str, list[str]]]:
+def sweep_axes(preset: str | None, path: str | Path | None, sets: list[str], sweeps: list[str],
+               offered_ccs: Callable[[], list[str]] | None = None) -> list[tuple[str, list[str]]]:
     """The axes a command means, as (name, values as text): each `--sweep NAME=V1,V2,...` in
     order, then every parameter the spec sweeps that neither --set nor --sweep names. The
-    values are checked when each point's experiment is loaded."""
+    values are checked when each point's experiment is loaded. A cc parameter's value
+    "offered" stands for every congestion control this machine offers (`offered_ccs`, which
+    the testbed knows)."""
     source = preset_path(preset) if preset else Path(path)  # type: ignore[arg-type]
     params = _parse_params(load_toml(source).get("params", {}))
     given = {item.partition("=")[0].strip() for item in sets}
@@ -322,7 +326,15 @@ def sweep_axes(preset: str | None, path: str | Path | None, sets: list[str],
     for p in params.values():
         if p.sweep and p.name not in given and all(n != p.name for n, _ in axes):
             axes.append((p.name, [str(v) for v in p.sweep]))
-    return axes
+    expanded = []
+    for name, values in axes:
+        if params[name].type == "cc" and OFFERED in values:
+            if offered_ccs is None:
+                raise SpecError(f'"{OFFERED}" stands for the congestion controls this machine offers, which only a '
+                                "run here can tell; name them instead", field=f"--sweep {name}")
+            values = list(dict.fromkeys(v for value in values for v in (offered_ccs() if value == OFFERED else [value])))
+        expanded.append((name, values))
+    return expanded
 
 
 def _unknown_param(name: str, params: dict[str, Param]) -> str:
@@ -346,6 +358,8 @@ def check_param(param: Param, value: Any, where: str) -> Any:
         raise SpecError(f"{show(value)} is not a number", field=where)
     if param.type not in ("int", "float", "dscp") and not isinstance(value, str):
         value = str(value) if param.type in ("string", "size") else value
+    if param.type == "cc":
+        congestion_control(value, where)
     if param.type == "dscp":  # a name ("EF") or a codepoint, which --set gives as text
         value = int(value) if isinstance(value, str) and value.strip().isdigit() else value
         parse_dscp(value, where)

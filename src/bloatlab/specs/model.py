@@ -17,7 +17,8 @@ BACKENDS = ("auto", "userspace", "kernel")
 # Where a link's queue sits: "link", between the ends as in a router (both backends); or
 # "sender", on the sending node's own interface as a NIC's queue is (kernel backend only).
 QUEUE_AT = ("link", "sender")
-PARAM_TYPES = ("rate", "duration", "size", "int", "float", "percent", "dscp", "string")
+PARAM_TYPES = ("rate", "duration", "size", "int", "float", "percent", "dscp", "cc", "string")
+OFFERED = "offered"  # a cc parameter's sweep value: every congestion control the machine offers
 WORKLOAD_KINDS = ("bulk", "udp", "ping", "irtt", "web", "responsiveness")
 DIRECTIONS = ("down", "up", "both")  # a responsiveness test's, seen from its client
 TCP_PROBES = ("auto", "tracepoint", "ss", "off")

@@ -28,7 +28,7 @@ def parse_queue(value: object, base: str) -> QueueSpec:
     QueueSpec; errors name `base`.KEY."""
     if not isinstance(value, dict):
         raise SpecError(f"{show(value)} is not a queue; write a table such as {QUEUE_EXAMPLE}", field=base)
-    discipline = _parse_discipline(value.get("discipline", "droptail"), field_of(base, "discipline"))
+    discipline = parse_discipline(value.get("discipline", "droptail"), field_of(base, "discipline"))
     value = _with_discipline_table(value, discipline, base)
     _check_queue_keys(value, discipline, base)
     packets, limit_bytes = _parse_limit(value, discipline, base)
@@ -61,7 +61,7 @@ def _with_discipline_table(value: dict[str, Any], discipline: DisciplineName, ba
     return merged
 
 
-def _parse_discipline(value: object, field_name: str) -> DisciplineName:
+def parse_discipline(value: object, field_name: str) -> DisciplineName:
     if isinstance(value, str) and value in ALIASES:
         return ALIASES[value]
     if isinstance(value, str) and value in DISCIPLINES:

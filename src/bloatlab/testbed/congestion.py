@@ -65,6 +65,14 @@ def _available() -> frozenset[str]:
     return capabilities.congestion_controls().available or frozenset()
 
 
+def offered() -> list[str]:
+    """Every congestion control a run can ask for here: the kernel's (those a user registered,
+    BPF ones too), then bloatlab's own BPF ones the kernel lacks but can take."""
+    own = {bpf.kernel_name for bpf in BPF_CCS.values()}
+    kernel = [cc for cc in sorted(_available()) if cc not in own]
+    return kernel + [cc for cc in BPF_CCS if cc not in kernel and support(cc).provider is not None]
+
+
 def _module_exists(module: str) -> bool:
     """The kernel has `module` to load (modprobe's dry run: nothing is loaded)."""
     modprobe = capabilities.which("modprobe")

@@ -1,0 +1,313 @@
+"""A measurement of a path, as calibration compares it (lab/calibration): what test ran (its
+flows, each up or down, with congestion control, mark and ECN; its latency probes) and what it
+measured (each flow's throughput over time, each probe's round trips), read from either
+
+    a Flent data file   rrul, rrul_be, tcp_nup, tcp_ndown, tcp_1up, tcp_1down, ping: made on a
+                        real testbed by Flent, or by `bloatlab export --flent`
+    a bloatlab run      its flows and probes from run.json's resolved spec, its series/
+
+"Up" is from the host that probes (Flent's local host) to the far one. `figures` gives the
+numbers calibration fits, the same way for a measurement and for an emulated run of its test:
+per flow its mean throughput, per direction the 10th/50th/90th percentiles of the total over
+1 s steps, and per probe the 10th..99th percentiles of the round trips under load and idle.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import math
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from bloatlab.errors import BloatlabError
+from bloatlab.results.reader import dig, is_run, is_sweep, load_run
+from bloatlab.specs import dscp
+
+PERCENTILES = (10, 50, 90, 95, 99)  # of each probe's round trips, under load and idle
+TOTAL_PERCENTILES = (10, 50, 90)  # of each direction's total throughput per step
+STEP_S = 1.0  # the total's step
+MIN_SAMPLES = 10  # fewer round trips than this in a phase: no percentiles for it
+FLENT_TESTS = ("rrul", "rrul_be", "tcp_nup", "tcp_ndown", "tcp_1up", "tcp_1down", "ping")
+_FLENT_FLOW = re.compile(r"TCP (upload|download)(?: (\S+))?$")
+_FLENT_PROBE = re.compile(r"Ping \(ms\) (ICMP|UDP (\S+))$")
+
+
+@dataclass(frozen=True)
+class Flow:
+    name: str  # the measurement's own (a Flent series, a workload)
+    direction: str  # "up" or "down"
+    cc: str | None  # None: not recorded (the emulation then uses the machine's default)
+    dscp: int
+    ecn: str | None
+    start_s: float
+    stop_s: float
+
+
+@dataclass(frozen=True)
+class Probe:
+    name: str
+    kind: str  # "ping" (ICMP) or "irtt" (UDP round trips)
+    dscp: int
+    interval_s: float
+
+
+@dataclass
+class Measurement:
+    source: str  # the file or directory it was read from
+    test: str  # Flent's test name, or "bloatlab:NAME"
+    duration_s: float
+    flows: list[Flow]
+    probes: list[Probe]
+    throughput: pd.DataFrame  # t_s, flow, mbps (flow: a Flow's name)
+    latency: pd.DataFrame  # t_s, probe, rtt_ms (probe: a Probe's name)
+    notes: list[str] = field(default_factory=list)  # what was assumed in reading it
+
+    def directions(self) -> list[str]:
+        return [d for d in ("up", "down") if any(f.direction == d for f in self.flows)]
+
+    def load_window(self) -> tuple[float, float] | None:
+        """From the first flow's start to the last's stop; None for pings alone."""
+        if not self.flows:
+            return None
+        return min(f.start_s for f in self.flows), max(f.stop_s for f in self.flows)
+
+    def steady_window(self) -> tuple[float, float] | None:
+        """The load without its first seconds (slow start: 2 s, or a fifth of a shorter load),
+        so that a short emulated run and a long measurement are compared alike."""
+        window = self.load_window()
+        if window is None:
+            return None
+        start, stop = window
+        return start + min(2.0, 0.2 * (stop - start)), stop
+
+    def figures(self) -> dict[str, float]:
+        """The figures calibration fits, by name: "up.total.p50" (Mbit/s), "flow.NAME.mean",
+        "probe.NAME.load.p95" and "probe.NAME.idle.p10" (ms)."""
+        out: dict[str, float] = {}
+        steady = self.steady_window()
+        if steady is not None:
+            start, stop = steady
+            tp = self.throughput[(self.throughput["t_s"] > start) & (self.throughput["t_s"] <= stop)]
+            for f in self.flows:
+                rows = tp[tp["flow"] == f.name]
+                if not rows.empty:
+                    out[f"flow.{f.name}.mean"] = float(rows["mbps"].mean())
+            for direction in self.directions():
+                totals = direction_totals(tp, [f.name for f in self.flows if f.direction == direction], start, stop)
+                for q in TOTAL_PERCENTILES if len(totals) else ():
+                    out[f"{direction}.total.p{q}"] = float(np.percentile(totals, q))
+        window = self.load_window()
+        for p in self.probes:
+            rows = self.latency[self.latency["probe"] == p.name]
+            rtt = rows["rtt_ms"].to_numpy(dtype=float)
+            t = rows["t_s"].to_numpy(dtype=float)
+            ok = np.isfinite(rtt)
+            rtt, t = rtt[ok], t[ok]
+            if window is None:
+                phases = {"idle": np.ones(len(t), dtype=bool)}
+            else:
+                loaded = (t > steady[0]) & (t <= steady[1]) if steady else np.zeros(len(t), dtype=bool)
+                phases = {"load": loaded, "idle": (t < window[0]) | (t > window[1] + 1.0)}
+            for phase, chosen in phases.items():
+                if chosen.sum() >= MIN_SAMPLES:
+                    for q in PERCENTILES:
+                        out[f"probe.{p.name}.{phase}.p{q}"] = float(np.percentile(rtt[chosen], q))
+        return out
+
+    def base_rtt_ms(self) -> float | None:
+        """The least round trip of any probe: the path's base RTT, queues empty."""
+        rtt = self.latency["rtt_ms"].to_numpy(dtype=float) if not self.latency.empty else np.array([])
+        rtt = rtt[np.isfinite(rtt)]
+        return float(rtt.min()) if len(rtt) else None
+
+
+def direction_totals(tp: pd.DataFrame, flows: list[str], start: float, stop: float) -> np.ndarray:
+    """Each STEP_S step's total over `flows`: the mean of each flow's samples in the step, summed."""
+    rows = tp[tp["flow"].isin(flows)]
+    if rows.empty:
+        return np.array([])
+    steps = np.floor((rows["t_s"].to_numpy(dtype=float) - start) / STEP_S).astype(int)
+    n = int(math.floor((stop - start) / STEP_S))
+    frame = pd.DataFrame({"step": steps, "flow": rows["flow"].to_numpy(), "mbps": rows["mbps"].to_numpy(dtype=float)})
+    frame = frame[(frame["step"] >= 0) & (frame["step"] < n)]
+    per_flow = frame.groupby(["step", "flow"])["mbps"].mean().unstack(fill_value=0.0)
+    return per_flow.sum(axis=1).to_numpy()
+
+
+# Reading ---------------------------------------------------------------------------------------
+
+def read_measurement(path: str | Path) -> Measurement:
+    """A Flent data file (.flent.gz, .flent, or its JSON) or a bloatlab run directory."""
+    path = Path(path)
+    if path.is_dir():
+        if is_sweep(path):
+            raise BloatlabError(f"{path} is a sweep; give one of its runs (a POINT/repN directory)",
+                                field="MEASUREMENT")
+        if not is_run(path):
+            raise BloatlabError(f"{path} is neither a run directory (run.json) nor a Flent data file",
+                                field="MEASUREMENT")
+        return from_run(path)
+    if not path.is_file():
+        raise BloatlabError(f"{path} does not exist; give a Flent data file or a run directory",
+                            field="MEASUREMENT")
+    return from_flent(path)
+
+
+def from_run(path: Path) -> Measurement:
+    run = load_run(path)
+    if not run.complete:
+        raise BloatlabError(f"{path} is not a complete run ({run.incomplete_reason or 'run.json says so'}); "
+                            "calibrate to a complete one", field="MEASUREMENT")
+    workloads = [w for w in dig(run.meta, "spec", "workloads") or [] if isinstance(w, dict)]
+    probes_w = [w for w in workloads if w.get("kind") in ("ping", "irtt")]
+    bulks = [w for w in workloads if w.get("kind") == "bulk"]
+    client = probes_w[0].get("src") if probes_w else bulks[0].get("src") if bulks else None
+    flows, notes = [], []
+    for w in bulks:
+        direction = "up" if w.get("src") == client else "down" if w.get("dst") == client else None
+        if direction is None:
+            notes.append(f"flow {w['name']} ({w.get('src')} to {w.get('dst')}) neither leaves nor reaches "
+                         f"{client}, the probing host: left out")
+            continue
+        flows.append(Flow(w["name"], direction, w.get("cc"), int(w.get("dscp") or 0), w.get("ecn"),
+                          w["start_ns"] / 1e9, w["stop_ns"] / 1e9))
+    probes = [Probe(w["name"], w["kind"], int(w.get("dscp") or 0), (w.get("interval_ns") or 10**8) / 1e9)
+              for w in probes_w if w.get("src") == client]
+    others = sorted({w.get("kind") for w in workloads} - {"bulk", "ping", "irtt"})
+    if others:
+        notes.append(f"the run's {', '.join(others)} workloads are not fitted")
+    if not flows and not probes:
+        raise BloatlabError(f"{path} has no bulk flow and no ping or irtt probe to fit", field="MEASUREMENT")
+    names = {f.name for f in flows}
+    goodput = run.goodput
+    tp = goodput[goodput["flow"].isin(names)][["t_s", "flow", "mbps"]] if not goodput.empty else _empty_tp()
+    ping = run.ping
+    wanted = {p.name for p in probes}
+    lat = ping[ping["probe"].isin(wanted)][["t_s", "probe", "rtt_ms"]] if not ping.empty else _empty_lat()
+    return Measurement(str(path), f"bloatlab:{run.name}", run.duration_s, flows, probes,
+                       tp.reset_index(drop=True), lat.reset_index(drop=True), notes)
+
+
+def _empty_tp() -> pd.DataFrame:
+    return pd.DataFrame({"t_s": pd.Series(dtype=float), "flow": pd.Series(dtype=str), "mbps": pd.Series(dtype=float)})
+
+
+def _empty_lat() -> pd.DataFrame:
+    return pd.DataFrame({"t_s": pd.Series(dtype=float), "probe": pd.Series(dtype=str),
+                         "rtt_ms": pd.Series(dtype=float)})
+
+
+def _load_flent(path: Path) -> dict[str, Any]:
+    try:
+        opener = gzip.open if path.name.endswith(".gz") else open
+        with opener(path, "rt") as f:
+            doc = json.load(f)
+    except (OSError, EOFError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise BloatlabError(f"{path} is not a Flent data file ({e}); give a .flent.gz file or a run directory",
+                            field="MEASUREMENT") from None
+    if not isinstance(doc, dict) or not isinstance(doc.get("metadata"), dict) or not isinstance(doc.get("results"), dict):
+        raise BloatlabError(f"{path} is JSON but not a Flent data file (no metadata and results)", field="MEASUREMENT")
+    return doc
+
+
+def _number(value: Any, what: str, path: Path) -> float:
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value >= 0:
+        return float(value)
+    raise BloatlabError(f"{path}: metadata {what} is {value!r}, not a length in seconds", field="MEASUREMENT")
+
+
+def from_flent(path: Path) -> Measurement:
+    doc = _load_flent(path)
+    meta = doc["metadata"]
+    test = meta.get("NAME")
+    if test not in FLENT_TESTS:
+        raise BloatlabError(f"{path} holds Flent's {test!r} test; calibrate reads {', '.join(FLENT_TESTS)}",
+                            field="MEASUREMENT")
+    total = _number(meta.get("TOTAL_LENGTH"), "TOTAL_LENGTH", path)
+    length = _number(meta.get("LENGTH", total), "LENGTH", path)
+    step = _number(meta.get("STEP_SIZE", 0.2), "STEP_SIZE", path) or 0.2
+    start = max(0.0, (total - length) / 2)  # Flent's flows wait its --delay, idle runs as long after
+    series_meta = meta.get("SERIES_META") if isinstance(meta.get("SERIES_META"), dict) else {}
+    ecn = _flent_ecn(meta)
+    t0 = _flent_t0(meta)
+    flows, probes, notes = [], [], []
+    tp_parts, lat_parts = [], []
+    for name in doc["results"]:
+        flow, probe = _FLENT_FLOW.match(name), _FLENT_PROBE.match(name)
+        if flow and flow.group(2) not in ("sum", "avg"):
+            info = series_meta.get(name) if isinstance(series_meta.get(name), dict) else {}
+            flows.append(Flow(name, "up" if flow.group(1) == "upload" else "down", _flent_cc(info),
+                              _flent_mark(info, flow.group(2)), ecn, start, start + length))
+            tp_parts.append(_flent_samples(doc, name, t0, "flow", "mbps"))
+        elif probe:
+            kind = "ping" if probe.group(1) == "ICMP" else "irtt"
+            info = series_meta.get(name) if isinstance(series_meta.get(name), dict) else {}
+            mark = _flent_mark(info, re.sub(r"\d+$", "", probe.group(2)) if probe.group(2) else None)
+            probes.append(Probe(name, kind, mark, step))
+            lat_parts.append(_flent_samples(doc, name, t0, "probe", "rtt_ms"))
+    if not flows and not probes:
+        raise BloatlabError(f"{path} has no TCP flow and no ping series to fit", field="MEASUREMENT")
+    if flows and all(f.cc is None for f in flows):
+        notes.append("the file names no congestion control (SERIES_META CONG_CONTROL): the emulation uses cubic")
+    tp = pd.concat(tp_parts, ignore_index=True) if tp_parts else _empty_tp()
+    lat = pd.concat(lat_parts, ignore_index=True) if lat_parts else _empty_lat()
+    return Measurement(str(path), test, total, flows, probes, tp, lat, notes)
+
+
+def _flent_t0(meta: dict[str, Any]) -> float | None:
+    from datetime import datetime
+
+    value = meta.get("T0")
+    if isinstance(value, str):
+        try:
+            return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+        except ValueError:
+            return None
+    return None
+
+
+def _flent_samples(doc: dict[str, Any], name: str, t0: float | None, key: str, column: str) -> pd.DataFrame:
+    """A series' raw samples (time since T0) where the file has them, else its values on the grid."""
+    raw = dig(doc, "raw_values", name)
+    rows: list[tuple[float, float]] = []
+    if t0 is not None and isinstance(raw, list):
+        for sample in raw:
+            t, v = dig(sample, "t"), dig(sample, "val")
+            if isinstance(t, (int, float)) and isinstance(v, (int, float)) and math.isfinite(v):
+                rows.append((float(t) - t0, float(v)))
+    if not rows:
+        xs, values = doc.get("x_values") or [], doc["results"].get(name) or []
+        rows = [(float(x), float(v)) for x, v in zip(xs, values)
+                if isinstance(x, (int, float)) and isinstance(v, (int, float)) and math.isfinite(v)]
+    return pd.DataFrame({"t_s": [r[0] for r in rows], key: name, column: [r[1] for r in rows]})
+
+
+def _flent_cc(info: dict[str, Any]) -> str | None:
+    cc = info.get("CONG_CONTROL")
+    return cc if isinstance(cc, str) and re.fullmatch(r"[a-z0-9_]+", cc) else None
+
+
+def _flent_mark(info: dict[str, Any], from_name: str | None) -> int:
+    """The DSCP: Flent's DATA_TOS (netperf's), else MARKING ("CS1,CS1" or "EF"), else the series' name."""
+    tos = info.get("DATA_TOS")
+    if isinstance(tos, int) and not isinstance(tos, bool) and 0 <= tos < 256:
+        return tos >> 2
+    for text in (info.get("MARKING"), from_name):
+        if isinstance(text, str) and text.strip():
+            try:
+                return dscp.parse_dscp(text.split(",")[0].strip(), "marking")
+            except BloatlabError:
+                continue
+    return 0
+
+
+def _flent_ecn(meta: dict[str, Any]) -> str | None:
+    """ECN as Flent recorded the local host's sysctl (net.ipv4.tcp_ecn = 1: negotiated)."""
+    value = dig(meta, "SYSCTLS", "net.ipv4.tcp_ecn")
+    return "ect0" if value in (1, "1") else None

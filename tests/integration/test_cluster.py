@@ -120,10 +120,16 @@ def test_doctor_names_the_node_that_fails_its_check(cluster):
     assert nodes["bloatlab-test-a"]["root"] and nodes["bloatlab-test-a"]["hostname"] == os.uname().nodename
 
 
-def test_a_sweep_comes_back_as_a_local_sweep_with_each_run_naming_its_node(cluster, tmp_path):
-    out = tmp_path / "sweep"
+@pytest.fixture(scope="module")
+def cluster_sweep(cluster, tmp_path_factory):
+    out = tmp_path_factory.mktemp("cluster") / "sweep"
     done = bloatlab("run", *SWEEP, "--sweep", "maxq=20,100", "--repeat", "2", "--cluster", cluster.address,
                     "--out", str(out))
+    return out, done
+
+
+def test_a_sweep_comes_back_as_a_local_sweep_with_each_run_naming_its_node(cluster_sweep):
+    out, done = cluster_sweep
     assert done.returncode == 0, done.stdout + done.stderr
     assert "left out bloatlab-test-bad: bloatlab-link unusable" in done.stdout
     assert "4 of 4 runs complete" in done.stdout
@@ -226,3 +232,24 @@ def test_a_run_that_outlives_its_time_is_stopped_and_retried_on_another_node(clu
     assert failed["node"] != done.node and {failed["node"], done.node} == set(NODES[:2])
     assert any("did not end within 8 s" in line and "trying again" in line for line in said)
     assert json.loads((job.run_dir / "run.json").read_text())["cluster"]["attempts"][0]["reason"] == failed["reason"]
+
+
+def test_a_calibration_runs_its_trials_on_the_nodes_and_gives_the_path_back(cluster, cluster_sweep, tmp_path):
+    """A run of the sweep above, made on a known path (cs244: 10 Mbit/s, 20 ms base RTT, a
+    20-packet tail drop), fed back as the measurement; the calibration's emulated runs go to the
+    cluster's good nodes."""
+    sweep, _ = cluster_sweep
+    done = bloatlab("calibrate", str(sweep / "maxq=20" / "rep1"), "--discipline", "taildrop", "--trials", "2",
+                    "--confirm", "1", "--short", "4s", "--cluster", cluster.address, "--out", str(tmp_path / "cal"),
+                    "--json")
+    assert done.returncode == 0, done.stderr
+    assert "left out bloatlab-test-bad" in done.stderr
+    doc = json.loads(done.stdout)
+    fitted = doc["fitted"]
+    assert fitted["rate_up_bps"] == pytest.approx(10e6, rel=0.03), doc["fitted_text"]
+    assert fitted["rtt_ms"] == pytest.approx(20.0, abs=1.0), doc["fitted_text"]
+    assert fitted["limit_pkts"] == pytest.approx(20, rel=0.15), doc["fitted_text"]
+    assert [t["stage"] for t in doc["trials"]] == ["screen", "refine", "confirm"]
+    for trial in doc["trials"]:
+        assert json.loads((Path(trial["run_dir"]) / "run.json").read_text())["cluster"]["node"] in NODES[:2]
+    assert not _namespaces()

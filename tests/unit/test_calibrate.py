@@ -11,7 +11,8 @@ import pandas as pd
 import pytest
 
 from bloatlab.errors import BloatlabError
-from bloatlab.lab import calibrate as cal
+from bloatlab.lab.calibration import path as cal
+from bloatlab.lab.calibration import search
 from bloatlab.results.measurement import Flow, Measurement, read_measurement
 from bloatlab.specs.experiment import parse_experiment
 
@@ -53,6 +54,7 @@ def test_a_flent_file_gives_its_test_flows_probes_and_figures(tmp_path):
     assert "down.total.p50" not in f
     assert f["probe.Ping (ms) ICMP.idle.p50"] == pytest.approx(20.0)
     assert 80.0 <= f["probe.Ping (ms) ICMP.load.p50"] <= 100.0 and f["probe.Ping (ms) ICMP.load.p99"] <= 100.0
+    assert f["probe.Ping (ms) ICMP.start.p50"] == pytest.approx(20.0)  # the file's first 2 s of load are idle
     assert m.base_rtt_ms() == pytest.approx(20.0)
 
 
@@ -119,23 +121,25 @@ def test_the_test_on_a_path_is_a_spec_bloatlab_runs_short_or_full(tmp_path):
 
 
 def test_the_error_averages_log_ratios_per_group():
-    measured = {"up.total.p50": 10.0, "flow.a.mean": 5.0, "probe.p.load.p50": 100.0, "probe.p.idle.p50": 20.0}
-    same = cal.residuals(measured, dict(measured))
-    assert cal.error({"m1": same}) == 0.0
-    off = cal.residuals(measured, {**measured, "up.total.p50": 11.0})
+    measured = {"up.total.p50": 10.0, "flow.a.mean": 5.0, "probe.p.load.p50": 100.0, "probe.p.idle.p50": 20.0,
+                "probe.p.start.p90": 120.0}
+    same = search.residuals(measured, dict(measured))
+    assert search.error({"m1": same}) == 0.0
+    off = search.residuals(measured, {**measured, "up.total.p50": 11.0})
     assert off["up.total.p50"]["relative_error"] == pytest.approx(0.1)
-    assert cal.error({"m1": off}) == pytest.approx(math.log(1.1) / 4)  # one group of four is off
-    missing = cal.residuals(measured, {k: v for k, v in measured.items() if k != "flow.a.mean"})
+    assert search.error({"m1": off}) == pytest.approx(math.log(1.1) / 5)  # one group of five is off
+    assert [search.group_of(n) for n in measured] == ["total", "flow", "load", "idle", "start"]
+    missing = search.residuals(measured, {k: v for k, v in measured.items() if k != "flow.a.mean"})
     assert missing["flow.a.mean"]["relative_error"] == -1.0 and math.isnan(missing["flow.a.mean"]["emulated"])
-    assert cal.error({"m1": missing}) > 1.0
+    assert search.error({"m1": missing}) > 1.0
 
 
 def test_the_correction_moves_rate_rtt_and_limit_as_physics_says(tmp_path):
     m = Measurement("x", "t", 10.0, [Flow("f", "up", "cubic", 0, None, 1.0, 9.0)], [],
                     pd.DataFrame({"t_s": [2.0], "flow": ["f"], "mbps": [9.0]}),
                     pd.DataFrame({"t_s": [0.5], "probe": ["p"], "rtt_ms": [21.0]}))
-    c = cal.Calibration([m], tmp_path, cal.Settings(disciplines=("droptail",)))
-    trial = cal.Trial(1, "screen", cal.PathValues(10e6, 10e6, 20.0, "droptail", 50), 8.0, tmp_path)
+    c = search.Calibration([m], tmp_path, search.Settings(disciplines=("droptail",)))
+    trial = search.Trial(1, "screen", cal.PathValues(10e6, 10e6, 20.0, "droptail", 50), 8.0, tmp_path)
     trial.residuals = {"m1": {
         "up.total.p50": {"measured": 9.0, "emulated": 10.0, "relative_error": -0.1},
         "probe.p.idle.p10": {"measured": 21.0, "emulated": 20.5, "relative_error": 0.02},
@@ -144,3 +148,34 @@ def test_the_correction_moves_rate_rtt_and_limit_as_physics_says(tmp_path):
     assert moved.rate_up_bps == pytest.approx(9e6) and moved.rate_down_bps == moved.rate_up_bps
     assert moved.rtt_ms == pytest.approx(20.5)
     assert moved.limit_pkts == round(50 * (60 / 30) * 0.9)  # twice the queueing delay, at 0.9 of the rate
+
+
+
+def test_a_nic_runs_tcp_test_is_an_upload_with_its_ping(make_sweep):
+    run = make_sweep(axes=(("txqueuelen", (10, 1000)),), repeat=1, kind="nic") / "txqueuelen=10" / "rep1"
+    m = read_measurement(run)
+    assert m.test.startswith("bloatlab:nic") and [(f.name, f.direction, f.cc) for f in m.flows] == [("tcp", "up", None)]
+    assert m.load_window() == pytest.approx((0.0, 10.0)) and [p.name for p in m.probes] == ["ping"]
+    assert set(m.throughput["flow"]) == {"tcp"}  # the UDP test's rows are not a flow of the fit
+    f = m.figures()
+    assert 8.5 < f["flow.tcp.mean"] < 9.5 and "probe.ping.load.p50" in f
+
+
+def test_flents_own_aggregates_are_not_flows_or_probes(tmp_path):
+    path = tmp_path / "rrul.flent.gz"
+    xs = [round(k * 0.2, 1) for k in range(151)]
+    series = {name: [1.0 if 5 < x <= 25 else None for x in xs]
+              for name in ("TCP upload BE", "TCP upload BK", "TCP upload CS5", "TCP upload EF", "TCP download BE",
+                           "TCP download BK", "TCP download CS5", "TCP download EF", "TCP upload sum", "TCP upload avg",
+                           "TCP download sum", "TCP download avg", "TCP totals")}
+    series.update({name: [20.0] * len(xs) for name in ("Ping (ms) ICMP", "Ping (ms) UDP EF", "Ping (ms) UDP BK",
+                                                        "Ping (ms) UDP BE", "Ping (ms) avg")})
+    with gzip.open(path, "wt") as f:
+        json.dump({"version": 4, "x_values": xs, "results": series,
+                   "metadata": {"NAME": "rrul", "TOTAL_LENGTH": 30, "LENGTH": 20, "STEP_SIZE": 0.2}}, f)
+    m = read_measurement(path)
+    assert [(f.direction, f.dscp) for f in m.flows] == [("up", 0), ("up", 8), ("up", 40), ("up", 46),
+                                                         ("down", 0), ("down", 8), ("down", 40), ("down", 46)]
+    assert [(p.name, p.kind, p.dscp) for p in m.probes] == [("Ping (ms) ICMP", "ping", 0), ("Ping (ms) UDP EF", "irtt", 46),
+                                                            ("Ping (ms) UDP BK", "irtt", 8), ("Ping (ms) UDP BE", "irtt", 0)]
+    assert m.figures()["up.total.p50"] == pytest.approx(4.0)  # from the grid: no raw values, no T0

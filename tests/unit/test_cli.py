@@ -35,7 +35,7 @@ COMMANDS = list(leaves(build_parser()))
 def test_the_commands_are_all_there():
     names = {" ".join(words) for words, _ in COMMANDS}
     assert names == {"up", "exec", "ls", "down", "clean", "doctor", "run", "sweep", "presets", "plot", "compare", "report", "export", "calibrate",
-                     "queues", "replay", "nic sweep", "nic restore", "nic serve", "bench link", "bench replay", "bench sim", "bench machine",
+                     "queues", "replay", "nic sweep", "nic restore", "nic serve", "bench link", "bench replay", "bench sim", "bench machine", "bench calibrate",
                      "completion"}
 
 
@@ -134,7 +134,7 @@ def test_bash_completion_completes_commands_options_and_choices(capsys):
     assert complete(script, ["bloatlab", "run", "--pre"]) == ["--preset"]
     assert complete(script, ["bloatlab", "nic", "sweep", "--js"]) == ["--json"]
     assert complete(script, ["bloatlab", "completion", ""]) == ["bash", "zsh"]
-    assert set(complete(script, ["bloatlab", "bench", ""])) == {"link", "machine", "replay", "sim"}
+    assert set(complete(script, ["bloatlab", "bench", ""])) == {"calibrate", "link", "machine", "replay", "sim"}
 
 
 def test_zsh_completion_is_a_compdef(capsys):

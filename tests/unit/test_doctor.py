@@ -214,3 +214,9 @@ def test_problems_are_what_stops_an_emulated_run_each_with_its_fix():
         "not root (euid 1000); run bloatlab as root",
         "bloatlab-link unusable: not found; make setup builds it",
         "irtt, tc not installed; apt-get install irtt iproute2"]
+
+
+def test_the_calibration_section_says_what_calibrate_lacks():
+    text = doctor.render(make_report(calibration={"optuna": None, "tomli_w": "1.2.0"}))
+    assert "pip install 'bloatlab[calibrate]'" in text and "tomli-w" in text and "1.2.0" in text
+    assert "Calibration" in doctor.render(make_report())  # a report without the section still renders it

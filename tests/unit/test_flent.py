@@ -152,3 +152,17 @@ def test_the_cli_exports_every_complete_run_of_a_sweep(make_sweep):
     refused = subprocess.run([sys.executable, "-m", "bloatlab", "export", "--flent", str(out), "--out", "x.flent.gz"],
                              capture_output=True, text=True, timeout=60)
     assert refused.returncode == 2 and refused.stderr.count("\n") == 1 and "--out" in refused.stderr
+
+
+def test_an_exported_file_reads_back_as_a_measurement_with_the_runs_own_figures(tmp_path):
+    """What calibrate reads: the Flent file of a run gives the run's figures, under Flent's names."""
+    from bloatlab.results.measurement import read_measurement
+
+    run = write(tmp_path / "nup", [bulk("up1", "h1", "h2"), bulk("up2", "h1", "h2"), probe("ping")])
+    from_file, from_run = read_measurement(export(run)), read_measurement(run.path)
+    assert from_file.test == "tcp_nup" and [f.name for f in from_file.flows] == ["TCP upload::1", "TCP upload::2"]
+    rename = {"up1": "TCP upload::1", "up2": "TCP upload::2", "ping": "Ping (ms) ICMP"}
+    want = {".".join([k.split(".")[0], rename.get(k.split(".")[1], k.split(".")[1]), *k.split(".")[2:]]): v
+            for k, v in from_run.figures().items()}
+    assert from_file.figures() == pytest.approx(want) and len(want) == 17  # 2 flows, 3 totals, 12 percentiles
+    assert from_file.load_window() == from_run.load_window() == (2.0, 8.0)

@@ -74,6 +74,28 @@ def cmd_bench_machine(args: argparse.Namespace) -> int:
     return 0 if all(t["ok"] for t in doc["targets"]) else 1
 
 
+def cmd_bench_calibrate(args: argparse.Namespace) -> int:
+    """Parameter recovery: known paths measured, exported to Flent, calibrated back."""
+    cases = []
+    for item in (c.strip() for c in args.cases.split(",") if c.strip()):
+        parts = item.split(":")
+        if len(parts) != 3 or not parts[2].isdigit():
+            raise BloatlabError(f"{item!r} is not RATE:DISCIPLINE:LIMIT; write e.g. 10mbit:taildrop:50", field="--cases")
+        parse_rate(parts[0], "--cases")
+        cases.append((parts[0], parts[1], int(parts[2])))
+    parse_duration_ns(args.duration, "--duration", allow_zero=False)
+    need_root("bench calibrate")
+    from bloatlab.bench import calibrate as bench  # builds networks: imported when it runs
+    from bloatlab.lab.calibration.search import Settings
+
+    out_dir = Path(args.out or f"results/bench-calibrate-{time.strftime('%Y%m%d-%H%M%S')}")
+    settings = Settings(trials=args.trials, confirm=args.confirm, parallel=args.parallel)
+    doc = bench.run_calibration_bench(cases, args.duration, settings, out_dir, say=lambda line: note(args, line))
+    emit(args, doc, f"{bench.render(doc)}\n\nresults: {out_dir}/ (bench-calibrate.txt, bench-calibrate.json, each "
+         "case's measurement and calibration)")
+    return 1 if any(line.startswith("MISS") for line in doc["targets"]) else 0
+
+
 def cmd_bench_replay(args: argparse.Namespace) -> int:
     """Packets per second of each discipline, and a verdict on CoDel against its target."""
     try:
@@ -138,6 +160,23 @@ def add_parsers(commands: argparse._SubParsersAction) -> None:
                            "files removed after): every packet must reach its file, and the goodput stay within "
                            "3%% of the uncaptured case's")
     link.add_argument("--out", metavar="DIR", type=Path, help="write raw results under DIR").complete = DIRECTORY
+    cal = add_command(
+        benchmarks, "calibrate", cmd_bench_calibrate, "parameter recovery: known paths calibrated back from Flent files",
+        "For each case, an rrul run on a known path (20 ms base RTT, the case's rate, discipline and limit\n"
+        "both ways) is exported with export --flent and calibrated from that file alone, with the\n"
+        "candidate disciplines taildrop, codel, pie and fq_codel. Targets: the rates within 3%, the base\n"
+        "RTT within 1 ms, a taildrop limit within 15%, an AQM named right (exit status 1 if one misses).",
+        ["sudo bloatlab bench calibrate",
+         "sudo bloatlab bench calibrate --cases 10mbit:taildrop:50 --trials 10 --parallel 3"])
+    cal.add_argument("--cases", default="10mbit:taildrop:50,10mbit:codel:1000,100mbit:taildrop:300,100mbit:codel:1000",
+                     help="RATE:DISCIPLINE:LIMIT, comma-separated (default: %(default)s)")
+    cal.add_argument("--duration", default="30s", help="each measurement's length (default: %(default)s)")
+    cal.add_argument("--trials", type=int, default=16, metavar="N", help="short runs per calibration (default 16)")
+    cal.add_argument("--confirm", type=int, default=2, metavar="K", help="full-length runs per calibration (default 2)")
+    cal.add_argument("--parallel", type=int, default=1, metavar="N",
+                     help="short runs at once, in the cases below 50 Mbit/s (default 1; faster ones always run "
+                          "alone: they want the machine to themselves)")
+    cal.add_argument("--out", metavar="DIR", type=Path, help="write results under DIR").complete = DIRECTORY
     sim = add_command(
         benchmarks, "sim", cmd_bench_sim, "how fast a simulated run is, beside the same run emulated",
         "Runs the CS244 experiment simulated in ns-3 (building the driver first if it is not cached, timed\n"

@@ -1,4 +1,4 @@
-"""`bloatlab calibrate`: an emulated path fitted to measurements of a real one (lab/calibrate.py)."""
+"""`bloatlab calibrate`: an emulated path fitted to measurements of a real one (lab/calibration/)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,9 @@ MAX_TRIALS = 500
 
 
 def cmd_calibrate(args: argparse.Namespace) -> int:
-    from bloatlab.lab import calibrate as cal
+    from bloatlab.lab.calibration.job import calibrate
+    from bloatlab.lab.calibration.path import MAX_LIMIT, MIN_LIMIT
+    from bloatlab.lab.calibration.search import Settings
     from bloatlab.results.measurement import read_measurement
     from bloatlab.specs.queues import parse_discipline
 
@@ -23,8 +25,8 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
         raise UsageError(f"--confirm {args.confirm}: give a whole number from 0 to --trials ({args.trials})")
     if not 1 <= args.parallel <= 16:
         raise UsageError(f"--parallel {args.parallel}: give a whole number from 1 to 16")
-    if args.limit is not None and not cal.MIN_LIMIT <= args.limit <= cal.MAX_LIMIT:
-        raise UsageError(f"--limit {args.limit}: give packets from {cal.MIN_LIMIT} to {cal.MAX_LIMIT}")
+    if args.limit is not None and not MIN_LIMIT <= args.limit <= MAX_LIMIT:
+        raise UsageError(f"--limit {args.limit}: give packets from {MIN_LIMIT} to {MAX_LIMIT}")
     short_s = parse_duration_ns(args.short, "--short", allow_zero=False) / 1e9
     if short_s < 3 or short_s != int(short_s):
         raise BloatlabError(f"{args.short} is not whole seconds of at least 3; iperf3 runs whole seconds, and the "
@@ -36,7 +38,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     measurements = [read_measurement(path) for path in args.measurement]
     if args.cluster is None:
         need_root("calibrate")
-    settings = cal.Settings(trials=args.trials, confirm=args.confirm, short_load_s=short_s, parallel=args.parallel,
+    settings = Settings(trials=args.trials, confirm=args.confirm, short_load_s=short_s, parallel=args.parallel,
                             disciplines=disciplines, limit_pkts=args.limit, loss=args.loss, jitter=args.jitter,
                             seed=args.seed)
     executor = None
@@ -48,7 +50,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     for m in measurements:
         for line in m.notes:
             note(args, f"calibrate: {m.source}: {line}")
-    doc = cal.calibrate(measurements, args.out, settings, executor,
+    doc = calibrate(measurements, args.out, settings, executor,
                         say=(lambda line: None) if args.quiet else (lambda line: note(args, line)))
     worst = sorted(doc["residuals"], key=lambda r: -abs(r["relative_error"]))[:3]
     median = doc["median_abs_relative_error"]
@@ -67,20 +69,20 @@ def add_parsers(commands: argparse._SubParsersAction) -> None:
     sub = add_command(
         commands, "calibrate", cmd_calibrate, "fit an emulated path to measurements of a real one",
         "Reads each MEASUREMENT (a Flent data file: rrul, rrul_be, tcp_nup, tcp_ndown, tcp_1up, tcp_1down,\n"
-        "ping; or a bloatlab run directory), runs the same test on an emulated link between `client` and\n"
-        "`server`, and searches the link's rate each way, base RTT, queue discipline and limit (and random\n"
-        "loss and jitter where asked) until the emulated figures match the measured ones: each flow's\n"
-        "throughput, each direction's total (10/50/90th percentiles) and each probe's round trips (10th to\n"
-        "99th percentile, idle and under load). Short runs search (optuna's TPE sampler, from a guess\n"
-        "corrected by the physics), full-length runs confirm. Writes the fitted link (path.toml, for any\n"
-        "experiment's topology), the measured test on it (test.toml), the residual of every figure\n"
-        "(calibration.json), plots and report.html (docs/calibration.md).",
+        "ping; a bloatlab run directory; a nic sweep's run), runs the same test on an emulated link\n"
+        "between `client` and `server`, and searches the link's rate each way, base RTT, queue discipline\n"
+        "and limit (and random loss and jitter where asked) until the emulated figures match the measured\n"
+        "ones: each flow's throughput, each direction's total (10/50/90th percentiles) and each probe's\n"
+        "round trips (10th to 99th percentile, idle and under load). Short runs search (optuna's TPE\n"
+        "sampler, from a guess corrected by the physics), full-length runs confirm. Writes the fitted link\n"
+        "(path.toml, for any experiment's topology), the measured test on it (test.toml), the residual of\n"
+        "every figure (calibration.json), plots and report.html (docs/calibration.md).",
         ["bloatlab calibrate testbed.flent.gz --out results/cal",
          "bloatlab calibrate rrul.flent.gz tcp_nup.flent.gz --discipline taildrop,codel,fq_codel --out results/cal",
          "bloatlab calibrate results/rrul --discipline taildrop --trials 10 --parallel 2 --out results/cal-rrul",
          "bloatlab run --spec results/cal/test.toml --set discipline=fq_codel   # the same path, another queue"])
     sub.add_argument("measurement", nargs="+", metavar="MEASUREMENT",
-                     help="a Flent data file or a bloatlab run directory; several are fitted together (one path)"
+                     help="a Flent data file, a run directory or a nic sweep's run; several are fitted together (one path)"
                      ).complete = FILE
     sub.add_argument("--out", type=Path, required=True, metavar="DIR",
                      help="where the calibration goes (a new directory, or an earlier calibration's)"

@@ -233,7 +233,18 @@ def collect() -> dict[str, Any]:
     }
     report["backends"] = backend_support(report)
     report["simulation"] = sim_driver.status()
+    report["calibration"] = {"optuna": _installed("optuna"), "tomli_w": _installed("tomli-w")}
     return report
+
+
+def _installed(distribution: str) -> str | None:
+    """An installed Python package's version, or None."""
+    from importlib import metadata
+
+    try:
+        return metadata.version(distribution)
+    except metadata.PackageNotFoundError:
+        return None
 
 
 # ---------------------------------------------------------------------------------------
@@ -347,6 +358,12 @@ def render(report: dict[str, Any], ascii_only: bool = False) -> str:
             check(True, "driver", sim["driver"] or "built on the first simulated run (some 20 s), then cached")
     if sim["problem"] and sim["ns3"] is not None:
         lines.append(f"    note: {sim['problem']}")
+
+    calibration = report.get("calibration") or {"optuna": None, "tomli_w": None}
+    section("Calibration (bloatlab calibrate)")
+    for name in ("optuna", "tomli_w"):
+        check(calibration[name] is not None, name.replace("_", "-"),
+              calibration[name] or "pip install 'bloatlab[calibrate]' (make setup installs it)")
 
     section("Link backends")
     backends = report["backends"]

@@ -151,11 +151,10 @@ class ProcessExecutor(Executor):
             for future in as_completed(started):
                 job, t = started[future]
                 try:
-                    yield Done(job, future.result(), time.monotonic() - t)
-                except KeyboardInterrupt:
-                    raise
-                except BaseException as e:  # the child's error, or the child died
-                    yield Done(job, RunResult(False, None, f"failed: {e}"), time.monotonic() - t, e)
+                    done = Done(job, future.result(), time.monotonic() - t)
+                except Exception as e:  # the child's error, or the child died
+                    done = Done(job, RunResult(False, None, f"failed: {e}"), time.monotonic() - t, e)
+                yield done
         finally:
             pool.shutdown(wait=True, cancel_futures=True)
 

@@ -5,11 +5,16 @@ measured (each flow's throughput over time, each probe's round trips), read from
     a Flent data file   rrul, rrul_be, tcp_nup, tcp_ndown, tcp_1up, tcp_1down, ping: made on a
                         real testbed by Flent, or by `bloatlab export --flent`
     a bloatlab run      its flows and probes from run.json's resolved spec, its series/
+    a nic sweep's run   its TCP test (an upload from the interface's host) and the ping through
+                        it; the UDP test after it is left out (a fixed rate says nothing of TCP)
 
 "Up" is from the host that probes (Flent's local host) to the far one. `figures` gives the
 numbers calibration fits, the same way for a measurement and for an emulated run of its test:
 per flow its mean throughput, per direction the 10th/50th/90th percentiles of the total over
-1 s steps, and per probe the 10th..99th percentiles of the round trips under load and idle.
+1 s steps, and per probe the 10th..99th percentiles of the round trips under load and idle, and
+their 50th and 90th in the load's first seconds (its slow start: a FIFO caps the burst at its
+limit, an AQM lets it in and then drains it, so these tell the two apart where the steady state
+does not).
 """
 
 from __future__ import annotations
@@ -30,11 +35,12 @@ from bloatlab.results.reader import dig, is_run, is_sweep, load_run
 from bloatlab.specs import dscp
 
 PERCENTILES = (10, 50, 90, 95, 99)  # of each probe's round trips, under load and idle
+START_PERCENTILES = (50, 90)  # ... and in the load's first seconds, where an AQM lets a burst in
 TOTAL_PERCENTILES = (10, 50, 90)  # of each direction's total throughput per step
 STEP_S = 1.0  # the total's step
-MIN_SAMPLES = 10  # fewer round trips than this in a phase: no percentiles for it
+MIN_SAMPLES = {"load": 10, "idle": 10, "start": 5}  # fewer round trips in a phase: no percentiles for it
 FLENT_TESTS = ("rrul", "rrul_be", "tcp_nup", "tcp_ndown", "tcp_1up", "tcp_1down", "ping")
-_FLENT_FLOW = re.compile(r"TCP (upload|download)(?: (\S+))?$")
+_FLENT_FLOW = re.compile(r"TCP (upload|download)(?:::\d+| (\S+))?$")  # tcp_nup's "TCP upload::1"; rrul's "TCP upload EF"
 _FLENT_PROBE = re.compile(r"Ping \(ms\) (ICMP|UDP (\S+))$")
 
 
@@ -88,7 +94,7 @@ class Measurement:
 
     def figures(self) -> dict[str, float]:
         """The figures calibration fits, by name: "up.total.p50" (Mbit/s), "flow.NAME.mean",
-        "probe.NAME.load.p95" and "probe.NAME.idle.p10" (ms)."""
+        "probe.NAME.load.p95", "probe.NAME.start.p90" and "probe.NAME.idle.p10" (ms)."""
         out: dict[str, float] = {}
         steady = self.steady_window()
         if steady is not None:
@@ -109,14 +115,14 @@ class Measurement:
             t = rows["t_s"].to_numpy(dtype=float)
             ok = np.isfinite(rtt)
             rtt, t = rtt[ok], t[ok]
-            if window is None:
+            if window is None or steady is None:
                 phases = {"idle": np.ones(len(t), dtype=bool)}
             else:
-                loaded = (t > steady[0]) & (t <= steady[1]) if steady else np.zeros(len(t), dtype=bool)
-                phases = {"load": loaded, "idle": (t < window[0]) | (t > window[1] + 1.0)}
+                phases = {"load": (t > steady[0]) & (t <= steady[1]), "start": (t > window[0]) & (t <= steady[0]),
+                          "idle": (t < window[0]) | (t > window[1] + 1.0)}
             for phase, chosen in phases.items():
-                if chosen.sum() >= MIN_SAMPLES:
-                    for q in PERCENTILES:
+                if chosen.sum() >= MIN_SAMPLES[phase]:
+                    for q in START_PERCENTILES if phase == "start" else PERCENTILES:
                         out[f"probe.{p.name}.{phase}.p{q}"] = float(np.percentile(rtt[chosen], q))
         return out
 
@@ -164,6 +170,8 @@ def from_run(path: Path) -> Measurement:
     if not run.complete:
         raise BloatlabError(f"{path} is not a complete run ({run.incomplete_reason or 'run.json says so'}); "
                             "calibrate to a complete one", field="MEASUREMENT")
+    if run.meta.get("kind") == "nic":
+        return _from_nic_run(path, run)
     workloads = [w for w in dig(run.meta, "spec", "workloads") or [] if isinstance(w, dict)]
     probes_w = [w for w in workloads if w.get("kind") in ("ping", "irtt")]
     bulks = [w for w in workloads if w.get("kind") == "bulk"]
@@ -192,6 +200,29 @@ def from_run(path: Path) -> Measurement:
     lat = ping[ping["probe"].isin(wanted)][["t_s", "probe", "rtt_ms"]] if not ping.empty else _empty_lat()
     return Measurement(str(path), f"bloatlab:{run.name}", run.duration_s, flows, probes,
                        tp.reset_index(drop=True), lat.reset_index(drop=True), notes)
+
+
+def _from_nic_run(path: Path, run: Any) -> Measurement:
+    """A nic sweep's run: its TCP test as one upload (iperf3 -c from the interface's host), with
+    the ping that ran through it; what came after it (the UDP test) is cut off."""
+    goodput, ping = run.goodput, run.ping
+    tcp = goodput[goodput["flow"] == "tcp"] if not goodput.empty else _empty_tp()
+    if tcp.empty:
+        raise BloatlabError(f"{path} is a nic run without a TCP test to fit (run it with --tests tcp)",
+                            field="MEASUREMENT")
+    t = np.sort(tcp["t_s"].to_numpy(dtype=float))
+    stop = float(t[-1])
+    start = max(0.0, float(t[0] - (np.median(np.diff(t)) if len(t) > 1 else 0.0)))  # the first interval's start
+    interval = run.meta.get("ping_interval_s") or 0.2
+    lat = ping[ping["t_s"] <= stop][["t_s", "probe", "rtt_ms"]] if not ping.empty else _empty_lat()
+    lat = lat.assign(probe="ping")
+    probes = [Probe("ping", "ping", 0, float(interval))] if not lat.empty else []
+    notes = ["a nic run records no congestion control: the emulation uses cubic"]
+    if "udp" in (run.meta.get("tests") or []):
+        notes.append("its UDP test, after the TCP one, is left out")
+    return Measurement(str(path), f"bloatlab:nic-{run.meta.get('iface', '')}", stop,
+                       [Flow("tcp", "up", None, 0, None, start, stop)], probes,
+                       tcp[["t_s", "flow", "mbps"]].reset_index(drop=True), lat.reset_index(drop=True), notes)
 
 
 def _empty_tp() -> pd.DataFrame:

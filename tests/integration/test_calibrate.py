@@ -37,14 +37,14 @@ def bloatlab(*argv: str, timeout: float = 600) -> subprocess.CompletedProcess:
 @pytest.fixture(scope="module")
 def calibrated(tmp_path_factory):
     out = tmp_path_factory.mktemp("calibrate")
-    made = bloatlab("run", "--preset", "cs244", "--quiet", "--out", str(out / "measured"), "--set", "duration=10s",
+    made = bloatlab("run", "--preset", "cs244", "--quiet", "--out", str(out / "measured"), "--set", "duration=8s",
                     "--set", f"maxq={LIMIT}")
     assert made.returncode == 0, made.stderr
     flent = out / "testbed.flent.gz"
     exported = bloatlab("export", "--flent", str(out / "measured"), "--out", str(flent))
     assert exported.returncode == 0, exported.stderr
     done = bloatlab("calibrate", str(flent), "--discipline", "taildrop", "--trials", "4", "--confirm", "1",
-                    "--parallel", "2", "--short", "5s", "--out", str(out / "cal"), "--json")
+                    "--parallel", "2", "--short", "4s", "--out", str(out / "cal"), "--json")
     assert done.returncode == 0, done.stderr
     return out, json.loads(done.stdout)
 

@@ -21,8 +21,9 @@ def bloatlab(*argv, timeout=600):
 def two_by_two(tmp_path_factory):
     out = tmp_path_factory.mktemp("sweep") / "s"
     # cc=bbr: the cs244 preset's BBR variant.
+    # Two at a time (--parallel 2): 10 Mbit/s runs, each its own network and process.
     result = bloatlab("run", "--preset", "cs244", "--sweep", "maxq=20,100", "--sweep", "cc=reno,bbr",
-                      "--repeat", "2", "--set", "duration=3s", "--out", str(out), "--quiet")
+                      "--repeat", "2", "--set", "duration=3s", "--parallel", "2", "--out", str(out), "--quiet")
     return out, result
 
 

@@ -92,7 +92,14 @@ def data_flow(samples: list[TcpSample]) -> list[TcpSample]:
     return max(by_sport.values(), key=lambda flow: max(s.cwnd_pkts for s in flow))
 
 
-def check_flows(samples: list[TcpSample], t_start: float, t_end: float) -> list[TcpSample]:
+def machine_stall_ms(net: Network) -> float:
+    """The machine's worst stall of a real-time thread while the network ran (the datapath's
+    sentinel): a stall holds the queue's packets, and srtt sees it."""
+    stats = net.datapath.stats() if net.datapath is not None else None
+    return stats.sentinel.late_ns.max / 1e6 if stats is not None and stats.sentinel is not None else 0.0
+
+
+def check_flows(samples: list[TcpSample], t_start: float, t_end: float, stall_ms: float = 0.0) -> list[TcpSample]:
     assert samples
     assert all(PORT in (s.sport, s.dport) for s in samples)  # the kernel's filter / ss's own
     assert not [s for s in samples if OTHER_PORT in (s.sport, s.dport)]
@@ -102,10 +109,11 @@ def check_flows(samples: list[TcpSample], t_start: float, t_end: float) -> list[
     sender = data_flow(samples)
     cwnd = [s.cwnd_pkts for s in sender]
     assert min(cwnd) >= 1 and max(cwnd) > 20 and len(set(cwnd)) > 5, cwnd[:50]
-    # srtt starts at the path RTT (the handshake's sample) and never exceeds path + full queue.
+    # srtt starts at the path RTT (the handshake's sample) and never exceeds path + full queue,
+    # but for what a stall of the machine added (one CI simulation: srtt 250 ms).
     srtt = [s.srtt_ms for s in sender]
     assert None not in srtt
-    assert all(PATH_RTT_MS <= r < MAX_RTT_MS for r in srtt), (min(srtt), max(srtt))
+    assert all(PATH_RTT_MS <= r < MAX_RTT_MS + stall_ms for r in srtt), (min(srtt), max(srtt), stall_ms)
     assert max(srtt) > 3 * PATH_RTT_MS  # reno fills the queue: bufferbloat
     # Slow start first, then the queue overflows (cwnd > 9 + 100 packets) and ssthresh is set.
     assert sender[0].ssthresh_pkts is None
@@ -128,7 +136,7 @@ def test_tracepoint_probe_records_only_its_ports(net, procs, tracepoint, tmp_pat
     assert not probe.instance.exists()
     probe.stop()  # a second stop does nothing
     assert probe.lost_events == 0
-    sender = check_flows(read_samples(raw, "tracepoint"), t_start, t_end)
+    sender = check_flows(read_samples(raw, "tracepoint"), t_start, t_end, machine_stall_ms(net))
     # One sample per ACK: ~430 ACKs/s for a flow that gets half of 10 Mbit/s, for 3 s.
     assert len(sender) > 500
     assert all(s.snd_una is not None and s.cookie is not None for s in sender)
@@ -186,7 +194,7 @@ def test_ss_probe_polls_the_flows_on_its_ports(net, procs, tmp_path):
         two_flows(net, procs)
     t_end = time.monotonic()
     assert probe.failed_polls == 0 and probe.polls >= 2 * 25  # two hosts, 10 a second, >= 3 s
-    sender = check_flows(read_samples(raw, "ss"), t_start, t_end)
+    sender = check_flows(read_samples(raw, "ss"), t_start, t_end, machine_stall_ms(net))
     assert 20 <= len(sender) <= 45
     assert 0.09 < statistics.median(b.t_s - a.t_s for a, b in zip(sender, sender[1:])) < 0.13
     assert all(s.snd_una is None for s in sender) and len({s.cookie for s in sender}) == 1

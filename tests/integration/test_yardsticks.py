@@ -123,7 +123,7 @@ def test_an_rrul_sweep_of_disciplines_tells_the_story_in_its_report(tmp_path):
     out = tmp_path / "story"
     result = subprocess.run([sys.executable, "-m", "bloatlab", "run", "--preset", "rrul", "--sweep",
                              "aqm=taildrop,fq_codel", "--set", "duration=10s", "--set", "idle=2s", "--set", "cc=reno",
-                             "--out", str(out), "--quiet"], capture_output=True, text=True, timeout=240)
+                             "--parallel", "2", "--out", str(out), "--quiet"], capture_output=True, text=True, timeout=240)
     assert result.returncode == 0, result.stderr
     report = (out / "report.html").read_text()
     assert "latency increase under load (ms)" in report and "<th>grade</th>" in report

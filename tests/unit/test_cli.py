@@ -195,3 +195,13 @@ def test_the_command_line_starts_without_the_analysis_libraries():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          env={**os.environ, "PYTHONPATH": str(SRC)})
     assert out.stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize("argv, says", [
+    (["run", "--preset", "cs244", "--parallel", "2"], "add --sweep"),
+    (["run", "--preset", "cs244", "--sweep", "maxq=20,100", "--parallel", "0"], "from 1 to 16"),
+    (["run", "--preset", "cs244", "--sweep", "maxq=20,100", "--parallel", "2", "--cluster", "h:1"], "give one of them"),
+])
+def test_parallel_runs_are_a_sweeps_and_not_beside_a_cluster(argv, says, capsys):
+    status, out, err = run(argv, capsys)
+    assert status == 2 and says in err and err.count("\n") == 1, err

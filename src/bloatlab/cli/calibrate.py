@@ -60,7 +60,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
              f"{doc['runs']} emulated runs in {doc['seconds']:.0f} s",
              f"results: {args.out}/ (calibration.json, path.toml, {', '.join(doc['files']['tests'])}, plots/, "
              "report.html)",
-             f"run the measured test on it: bloatlab run --spec {args.out / doc['files']['tests'][0]}"]
+             f"run the measured test on it: bloatlab run {args.out / doc['files']['tests'][0]}"]
     emit(args, doc, "\n".join(lines))
     return 0
 
@@ -80,7 +80,7 @@ def add_parsers(commands: argparse._SubParsersAction) -> None:
         ["bloatlab calibrate testbed.flent.gz --out results/cal",
          "bloatlab calibrate rrul.flent.gz tcp_nup.flent.gz --discipline taildrop,codel,fq_codel --out results/cal",
          "bloatlab calibrate results/rrul --discipline taildrop --trials 10 --parallel 2 --out results/cal-rrul",
-         "bloatlab run --spec results/cal/test.toml --set discipline=fq_codel   # the same path, another queue"])
+         "bloatlab run results/cal/test.toml --set discipline=fq_codel   # the same path, another queue"])
     sub.add_argument("measurement", nargs="+", metavar="MEASUREMENT",
                      help="a Flent data file, a run directory or a nic sweep's run; several are fitted together (one path)"
                      ).complete = FILE

@@ -16,6 +16,8 @@ from bloatlab.lab.executors import EXECUTORS
 from bloatlab.specs.experiment import MAX_REPEAT, Source, list_presets, plan_sweep, preset_info, sweep_axes
 from bloatlab.specs.model import RUN_BACKENDS
 
+MAX_PARALLEL = 16
+
 if TYPE_CHECKING:
     from bloatlab.lab.executors import Executor
     from bloatlab.lab.run import Outcome
@@ -39,6 +41,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         return _sweep(args, source, sets, axes, repeat)
     if args.cluster:
         raise UsageError("--cluster sends a sweep's runs to a Ray cluster; add --sweep NAME=V1,V2 or --repeat N")
+    if args.parallel > 1:
+        raise UsageError("--parallel runs a sweep's runs side by side; add --sweep NAME=V1,V2 or --repeat N")
     experiment = source.load(sets)
     from bloatlab.lab.outcome import default_out
 
@@ -77,11 +81,16 @@ def _exit_status(outcome: Outcome) -> int:
 def _sweep(args: argparse.Namespace, source: Source, sets: list[str], axes: list[tuple[str, list[str]]],
            repeat: int) -> int:
     """The cross product of the axes, `repeat` times each (docs/sweeps.md)."""
-    from bloatlab.lab.executors import executor
+    from bloatlab.lab.executors import ProcessExecutor, executor
     from bloatlab.lab.run import sweep_experiment
 
     if args.resume and args.out is None:
         raise UsageError("--resume needs --out DIR: the directory of the sweep to finish")
+    if not 1 <= args.parallel <= MAX_PARALLEL:
+        raise UsageError(f"--parallel {args.parallel}: give a whole number from 1 to {MAX_PARALLEL}")
+    if args.parallel > 1 and args.cluster:
+        raise UsageError("--parallel runs a sweep's runs side by side on this machine, --cluster on a cluster's "
+                         "nodes (one per node); give one of them")
     plan = plan_sweep(source, sets, axes)  # every point is checked before the first run
     if plan.first.backend != "ns3" and not args.cluster:  # a cluster's nodes run as root, not this machine
         need_root("run")
@@ -92,6 +101,8 @@ def _sweep(args: argparse.Namespace, source: Source, sets: list[str], axes: list
         if args.cluster:
             where = _cluster_executor(args.cluster, first.duration_s, quiet=args.quiet)
             stack.callback(where.close)
+        elif args.parallel > 1:
+            where = ProcessExecutor(args.parallel)
         else:
             where = executor(args.executor)
         print(f"sweep {first.name}: {len(plan.points)} point(s) x {repeat} repetition(s) = {total} runs "
@@ -260,6 +271,10 @@ def add_parsers(commands: argparse._SubParsersAction) -> None:
                           "(docs/results.md)")
     run.add_argument("--executor", default="local", choices=sorted(EXECUTORS),
                      help="where a sweep's runs run (default: %(default)s: one after another on this machine)")
+    run.add_argument("--parallel", type=int, default=1, metavar="N",
+                     help="a sweep's emulated runs N at a time on this machine, each its own network in a process of "
+                          "its own (default 1; 2-3 suit rates to some 20 Mbit/s on two cores, and each run's "
+                          "datapath self-check says when they shared too little CPU)")
     run.add_argument("--cluster", metavar="ADDRESS",
                      help="run a sweep's runs on the Ray cluster whose head is at ADDRESS (host:port), one at a "
                           "time per node that offers the bloatlab_testbed resource and passes its checks; the "

@@ -391,10 +391,9 @@ def sweep_experiment(plan: SweepPlan, out: Path, *, repeat: int, resume: bool = 
     from bloatlab.analysis.report import finish_sweep
     from bloatlab.lab.sweep import Axis, run_sweep
 
-    def run_one(values: dict[str, Any], rep: int, run_dir: Path, tick: Tick) -> RunResult:
-        outcome = run_experiment(plan.load(values, rep), run_dir, progress=tick if progress else False, svg=svg)
-        return RunResult(outcome.complete, outcome.summary, outcome.reason, outcome.warnings, outcome.interrupted)
-
+    # A module's function with its plan bound: it pickles, so a child process or a cluster node
+    # can run it (executors.py).
+    run_one = functools.partial(run_point, plan, progress, svg)
     first = plan.first
     link_backends = None
     if first.backend == "ns3":
@@ -414,6 +413,13 @@ def sweep_experiment(plan: SweepPlan, out: Path, *, repeat: int, resume: bool = 
                      finish=functools.partial(finish_sweep, svg=svg), executor=executor, resume=resume,
                      progress=progress, command=command, fingerprint=plan.source.fingerprint(),
                      link_backends=link_backends)
+
+
+def run_point(plan: SweepPlan, progress: bool, svg: bool, values: dict[str, Any], rep: int, run_dir: Path,
+              tick: Tick) -> RunResult:
+    """One run of a sweep: the point's experiment at repetition `rep` into run_dir."""
+    outcome = run_experiment(plan.load(values, rep), run_dir, progress=tick if progress else False, svg=svg)
+    return RunResult(outcome.complete, outcome.summary, outcome.reason, outcome.warnings, outcome.interrupted)
 
 
 def one_backend_per_link(plan: SweepPlan, kernel_qdiscs: dict[str, bool] | None = None

@@ -44,7 +44,7 @@ def calibrated(tmp_path_factory):
     exported = bloatlab("export", "--flent", str(out / "measured"), "--out", str(flent))
     assert exported.returncode == 0, exported.stderr
     done = bloatlab("calibrate", str(flent), "--discipline", "taildrop", "--trials", "4", "--confirm", "1",
-                    "--parallel", "2", "--short", "4s", "--out", str(out / "cal"), "--json")
+                    "--parallel", "2", "--short", "5s", "--out", str(out / "cal"), "--json")
     assert done.returncode == 0, done.stderr
     return out, json.loads(done.stdout)
 

@@ -240,7 +240,7 @@ def test_a_calibration_runs_its_trials_on_the_nodes_and_gives_the_path_back(clus
     cluster's good nodes."""
     sweep, _ = cluster_sweep
     done = bloatlab("calibrate", str(sweep / "maxq=20" / "rep1"), "--discipline", "taildrop", "--trials", "2",
-                    "--confirm", "1", "--short", "3s", "--cluster", cluster.address, "--out", str(tmp_path / "cal"),
+                    "--confirm", "1", "--short", "5s", "--cluster", cluster.address, "--out", str(tmp_path / "cal"),
                     "--json")
     assert done.returncode == 0, done.stderr
     assert "left out bloatlab-test-bad" in done.stderr

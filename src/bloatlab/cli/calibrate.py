@@ -16,7 +16,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     from bloatlab.lab.calibration.job import calibrate
     from bloatlab.lab.calibration.path import MAX_LIMIT, MIN_LIMIT
     from bloatlab.lab.calibration.search import Settings
-    from bloatlab.results.measurement import read_measurement
+    from bloatlab.results.measurement import MIN_LOAD_S, START_S, read_measurement
     from bloatlab.specs.queues import parse_discipline
 
     if not 2 <= args.trials <= MAX_TRIALS:
@@ -28,9 +28,9 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     if args.limit is not None and not MIN_LIMIT <= args.limit <= MAX_LIMIT:
         raise UsageError(f"--limit {args.limit}: give packets from {MIN_LIMIT} to {MAX_LIMIT}")
     short_s = parse_duration_ns(args.short, "--short", allow_zero=False) / 1e9
-    if short_s < 3 or short_s != int(short_s):
-        raise BloatlabError(f"{args.short} is not whole seconds of at least 3; iperf3 runs whole seconds, and the "
-                            "first two are slow start", field="--short")
+    if short_s < MIN_LOAD_S or short_s != int(short_s):
+        raise BloatlabError(f"{args.short} is not whole seconds of at least {MIN_LOAD_S:g}; iperf3 runs whole seconds, "
+                            f"and the first {START_S:g} are slow start, compared apart", field="--short")
     disciplines = tuple(dict.fromkeys(parse_discipline(d.strip(), "--discipline").value
                                       for d in args.discipline.split(",") if d.strip()))
     if not disciplines:

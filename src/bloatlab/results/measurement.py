@@ -38,6 +38,8 @@ PERCENTILES = (10, 50, 90, 95, 99)  # of each probe's round trips, under load an
 START_PERCENTILES = (50, 90)  # ... and in the load's first seconds, where an AQM lets a burst in
 TOTAL_PERCENTILES = (10, 50, 90)  # of each direction's total throughput per step
 STEP_S = 1.0  # the total's step
+START_S = 2.0  # a load's first seconds: its slow start, a phase of its own
+MIN_LOAD_S = 5.0  # the shortest load compared: START_S of slow start, then 3 s of steady state
 MIN_SAMPLES = {"load": 10, "idle": 10, "start": 5}  # fewer round trips in a phase: no percentiles for it
 FLENT_TESTS = ("rrul", "rrul_be", "tcp_nup", "tcp_ndown", "tcp_1up", "tcp_1down", "ping")
 _FLENT_FLOW = re.compile(r"TCP (upload|download)(?:::\d+| (\S+))?$")  # tcp_nup's "TCP upload::1"; rrul's "TCP upload EF"
@@ -84,13 +86,14 @@ class Measurement:
         return min(f.start_s for f in self.flows), max(f.stop_s for f in self.flows)
 
     def steady_window(self) -> tuple[float, float] | None:
-        """The load without its first seconds (slow start: 2 s, or a fifth of a shorter load),
-        so that a short emulated run and a long measurement are compared alike."""
+        """The load without its first START_S (slow start; half of a load shorter than twice
+        that). The same seconds in a short emulated run as in a long measurement, so that both
+        are cut alike: calibrate's short runs have at least MIN_LOAD_S of load."""
         window = self.load_window()
         if window is None:
             return None
         start, stop = window
-        return start + min(2.0, 0.2 * (stop - start)), stop
+        return start + min(START_S, 0.5 * (stop - start)), stop
 
     def figures(self) -> dict[str, float]:
         """The figures calibration fits, by name: "up.total.p50" (Mbit/s), "flow.NAME.mean",

@@ -143,7 +143,7 @@ def test_the_correction_moves_rate_rtt_and_limit_as_physics_says(tmp_path):
     trial.residuals = {"m1": {
         "up.total.p50": {"measured": 9.0, "emulated": 10.0, "relative_error": -0.1},
         "probe.p.idle.p10": {"measured": 21.0, "emulated": 20.5, "relative_error": 0.02},
-        "probe.p.load.p50": {"measured": 81.0, "emulated": 50.5, "relative_error": 0.6}}}
+        "probe.p.load.p95": {"measured": 81.0, "emulated": 50.5, "relative_error": 0.6}}}
     moved = c._correct(trial)
     assert moved.rate_up_bps == pytest.approx(9e6) and moved.rate_down_bps == moved.rate_up_bps
     assert moved.rtt_ms == pytest.approx(20.5)

@@ -253,9 +253,11 @@ class Calibration:
             for name, r in figs.items():
                 if name.endswith(".idle.p10") and math.isfinite(r["emulated"]):
                     rtt_shift.append(r["measured"] - r["emulated"])
-            loads = [n for n in figs if n.endswith(".load.p50")]
+            # A full FIFO's delay shows in the loaded round trips' upper percentile: the median
+            # also follows the flows' sawtooth, and moves with its phase from run to run.
+            loads = [n for n in figs if n.endswith(".load.p95")]
             if loads:
-                probe = loads[0][:-len(".load.p50")]
+                probe = loads[0][:-len(".load.p95")]
                 base_m = figs.get(f"{probe}.idle.p10", {}).get("measured", v.rtt_ms)
                 base_e = figs.get(f"{probe}.idle.p10", {}).get("emulated", v.rtt_ms)
                 q_m, q_e = figs[loads[0]]["measured"] - base_m, figs[loads[0]]["emulated"] - base_e

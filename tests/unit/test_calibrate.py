@@ -61,8 +61,8 @@ def test_a_flent_file_gives_its_test_flows_probes_and_figures(tmp_path):
 def test_a_flent_files_marks_and_cc_fall_back_to_marking_and_the_series_name(tmp_path):
     meta = {"TCP upload": {"MARKING": "EF,EF"}}
     m = read_measurement(flent_file(tmp_path / "t.flent.gz", series_meta=meta, sysctls={"net.ipv4.tcp_ecn": 1}))
-    assert m.flows[0].dscp == 46 and m.flows[0].cc is None
-    assert any("congestion control" in n for n in m.notes)
+    assert m.flows[0].dscp == 46 and m.flows[0].cc is None and m.flows[0].ecn is None
+    assert any("congestion control" in n for n in m.notes) and any("tcp_ecn = 1" in n for n in m.notes)
 
 
 @pytest.mark.parametrize("content, says", [

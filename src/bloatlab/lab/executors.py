@@ -6,7 +6,7 @@ executor its pending jobs and records each result as it comes back.
               it instead of local, since each run's work is a process of its own that shares
               nothing on the machine
     processes emulated runs side by side, each in a child process of its own (a run owns its
-              process's signal handlers): calibration's short trials at moderate rates
+              process's signal handlers): a sweep's --parallel, calibration's short runs
 
     cluster   runs on the nodes of a Ray cluster, one per node at a time (lab/cluster.py, chosen
               by --cluster ADDRESS; Ray is imported only then)
@@ -123,8 +123,10 @@ class ParallelExecutor(Executor):
             pool.shutdown(wait=True, cancel_futures=True)
 
 
-def _in_child(run_one: RunOne, values: dict[str, Any], rep: int, run_dir: Path) -> RunResult:
-    return run_one(values, rep, run_dir, lambda seconds: None)
+def _in_child(run_one: RunOne, values: dict[str, Any], rep: int, run_dir: Path) -> tuple[RunResult, float]:
+    """The job's result and its own seconds (not the time it waited for a free process)."""
+    started = time.monotonic()
+    return run_one(values, rep, run_dir, lambda seconds: None), time.monotonic() - started
 
 
 class ProcessExecutor(Executor):
@@ -151,7 +153,8 @@ class ProcessExecutor(Executor):
             for future in as_completed(started):
                 job, t = started[future]
                 try:
-                    done = Done(job, future.result(), time.monotonic() - t)
+                    result, seconds = future.result()
+                    done = Done(job, result, seconds)
                 except Exception as e:  # the child's error, or the child died
                     done = Done(job, RunResult(False, None, f"failed: {e}"), time.monotonic() - t, e)
                 yield done

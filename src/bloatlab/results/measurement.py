@@ -268,7 +268,6 @@ def from_flent(path: Path) -> Measurement:
     step = _number(meta.get("STEP_SIZE", 0.2), "STEP_SIZE", path) or 0.2
     start = max(0.0, (total - length) / 2)  # Flent's flows wait its --delay, idle runs as long after
     series_meta = meta.get("SERIES_META") if isinstance(meta.get("SERIES_META"), dict) else {}
-    ecn = _flent_ecn(meta)
     t0 = _flent_t0(meta)
     flows, probes, notes = [], [], []
     tp_parts, lat_parts = [], []
@@ -277,7 +276,7 @@ def from_flent(path: Path) -> Measurement:
         if flow and flow.group(2) not in ("sum", "avg"):
             info = series_meta.get(name) if isinstance(series_meta.get(name), dict) else {}
             flows.append(Flow(name, "up" if flow.group(1) == "upload" else "down", _flent_cc(info),
-                              _flent_mark(info, flow.group(2)), ecn, start, start + length))
+                              _flent_mark(info, flow.group(2)), None, start, start + length))
             tp_parts.append(_flent_samples(doc, name, t0, "flow", "mbps"))
         elif probe:
             kind = "ping" if probe.group(1) == "ICMP" else "irtt"
@@ -287,6 +286,9 @@ def from_flent(path: Path) -> Measurement:
             lat_parts.append(_flent_samples(doc, name, t0, "probe", "rtt_ms"))
     if not flows and not probes:
         raise BloatlabError(f"{path} has no TCP flow and no ping series to fit", field="MEASUREMENT")
+    if dig(meta, "SYSCTLS", "net.ipv4.tcp_ecn") in (1, "1"):
+        notes.append("the file's host asked for ECN (net.ipv4.tcp_ecn = 1); the emulated flows do not "
+                     "(a classic flow's ECN is its kernel's default here)")
     if flows and all(f.cc is None for f in flows):
         notes.append("the file names no congestion control (SERIES_META CONG_CONTROL): the emulation uses cubic")
     tp = pd.concat(tp_parts, ignore_index=True) if tp_parts else _empty_tp()
@@ -339,9 +341,3 @@ def _flent_mark(info: dict[str, Any], from_name: str | None) -> int:
             except BloatlabError:
                 continue
     return 0
-
-
-def _flent_ecn(meta: dict[str, Any]) -> str | None:
-    """ECN as Flent recorded the local host's sysctl (net.ipv4.tcp_ecn = 1: negotiated)."""
-    value = dig(meta, "SYSCTLS", "net.ipv4.tcp_ecn")
-    return "ect0" if value in (1, "1") else None

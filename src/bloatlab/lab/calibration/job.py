@@ -102,7 +102,7 @@ def calibrate(measurements: list[Measurement], out: Path, settings: Settings, ex
     doc = write(cal, fit)
     plots = []
     for i, m in enumerate(measurements):
-        run_dir = fit.run_dir / cal._key(i) if len(measurements) > 1 else fit.run_dir
+        run_dir = cal.run_dir(fit, i)
         prefix = "" if len(measurements) == 1 else f"{cal._key(i)}-"
         plots += drawing.draw(m, emulated(run_dir, m), out / "plots", prefix)
     doc["plots"] = [str(p) for p in plots]

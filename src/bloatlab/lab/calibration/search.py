@@ -156,6 +156,10 @@ class Calibration:
     def _key(i: int) -> str:
         return f"m{i + 1}"
 
+    def run_dir(self, trial: Trial, i: int) -> Path:
+        """Where the trial's run of measurement i is: its directory, or a part of it per measurement."""
+        return trial.run_dir / self._key(i) if len(self.measurements) > 1 else trial.run_dir
+
     def run(self) -> Trial:
         started = time.monotonic()
         s = self.settings
@@ -316,7 +320,7 @@ class Calibration:
             for i, m in enumerate(self.measurements):
                 key = f"{trial.number}/{self._key(i)}"
                 specs[key] = test_spec(m, values, load_s, seed=self.settings.seed + trial.number)
-                run_dir = trial.run_dir / self._key(i) if len(self.measurements) > 1 else trial.run_dir
+                run_dir = self.run_dir(trial, i)
                 jobs.append(Job({"trial": key}, 1, run_dir, f"trial {trial.number}"))
         runner = functools.partial(run_trial, specs)
         results: dict[str, tuple[RunResult, float]] = {}
@@ -330,7 +334,7 @@ class Calibration:
                 key = f"{trial.number}/{self._key(i)}"
                 result, took = results.get(key, (RunResult(False, None, "not run"), 0.0))
                 seconds += took
-                run_dir = trial.run_dir / self._key(i) if len(self.measurements) > 1 else trial.run_dir
+                run_dir = self.run_dir(trial, i)
                 if not result.complete:
                     reasons.append(result.reason or "incomplete")
                     continue

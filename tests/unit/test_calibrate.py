@@ -54,8 +54,20 @@ def test_a_flent_file_gives_its_test_flows_probes_and_figures(tmp_path):
     assert "down.total.p50" not in f
     assert f["probe.Ping (ms) ICMP.idle.p50"] == pytest.approx(20.0)
     assert 80.0 <= f["probe.Ping (ms) ICMP.load.p50"] <= 100.0 and f["probe.Ping (ms) ICMP.load.p99"] <= 100.0
-    assert f["probe.Ping (ms) ICMP.start.p50"] == pytest.approx(20.0)  # the file's first 2 s of load are idle
+    assert f["probe.Ping (ms) ICMP.start.p99"] == pytest.approx(20.0)  # the file's first 2 s of load are idle
+    assert "probe.Ping (ms) ICMP.start.p50" not in f  # the burst's peak only: its lower part follows chance
     assert m.base_rtt_ms() == pytest.approx(20.0)
+
+
+def test_a_probe_faster_than_the_files_grid_keeps_its_own_interval(tmp_path):
+    """bloatlab's own export writes a 0.2 s grid over a 0.1 s ping: the raw samples tell."""
+    path = flent_file(tmp_path / "t.flent.gz")
+    with gzip.open(path, "rt") as f:
+        doc = json.load(f)
+    doc["raw_values"]["Ping (ms) ICMP"] = [{"t": T0 + k * 0.1 + 0.003 * (k % 3), "val": 20.0} for k in range(300)]
+    with gzip.open(path, "wt") as f:
+        json.dump(doc, f)
+    assert read_measurement(path).probes[0].interval_s == pytest.approx(0.1)
 
 
 def test_a_flent_files_marks_and_cc_fall_back_to_marking_and_the_series_name(tmp_path):
@@ -122,7 +134,7 @@ def test_the_test_on_a_path_is_a_spec_bloatlab_runs_short_or_full(tmp_path):
 
 def test_the_error_averages_log_ratios_per_group():
     measured = {"up.total.p50": 10.0, "flow.a.mean": 5.0, "probe.p.load.p50": 100.0, "probe.p.idle.p50": 20.0,
-                "probe.p.start.p90": 120.0}
+                "probe.p.start.p99": 120.0}
     same = search.residuals(measured, dict(measured))
     assert search.error({"m1": same}) == 0.0
     off = search.residuals(measured, {**measured, "up.total.p50": 11.0})

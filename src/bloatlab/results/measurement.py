@@ -12,9 +12,10 @@ measured (each flow's throughput over time, each probe's round trips), read from
 numbers calibration fits, the same way for a measurement and for an emulated run of its test:
 per flow its mean throughput, per direction the 10th/50th/90th percentiles of the total over
 1 s steps, and per probe the 10th..99th percentiles of the round trips under load and idle, and
-their 50th and 90th in the load's first seconds (its slow start: a FIFO caps the burst at its
+their 95th and 99th in the load's first seconds (its slow start's burst: a FIFO caps it at its
 limit, an AQM lets it in and then drains it, so these tell the two apart where the steady state
-does not).
+does not; the lower percentiles there follow when the burst's losses come and how the flows
+recover, which changes from run to run, and are left out).
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ from bloatlab.results.reader import dig, is_run, is_sweep, load_run
 from bloatlab.specs import dscp
 
 PERCENTILES = (10, 50, 90, 95, 99)  # of each probe's round trips, under load and idle
-START_PERCENTILES = (50, 90)  # ... and in the load's first seconds, where an AQM lets a burst in
+START_PERCENTILES = (95, 99)  # ... and in the load's first seconds: the slow start burst's peak
 TOTAL_PERCENTILES = (10, 50, 90)  # of each direction's total throughput per step
 STEP_S = 1.0  # the total's step
 START_S = 2.0  # a load's first seconds: its slow start, a phase of its own
@@ -97,7 +98,7 @@ class Measurement:
 
     def figures(self) -> dict[str, float]:
         """The figures calibration fits, by name: "up.total.p50" (Mbit/s), "flow.NAME.mean",
-        "probe.NAME.load.p95", "probe.NAME.start.p90" and "probe.NAME.idle.p10" (ms)."""
+        "probe.NAME.load.p95", "probe.NAME.start.p99" and "probe.NAME.idle.p10" (ms)."""
         out: dict[str, float] = {}
         steady = self.steady_window()
         if steady is not None:
@@ -282,8 +283,9 @@ def from_flent(path: Path) -> Measurement:
             kind = "ping" if probe.group(1) == "ICMP" else "irtt"
             info = series_meta.get(name) if isinstance(series_meta.get(name), dict) else {}
             mark = _flent_mark(info, re.sub(r"\d+$", "", probe.group(2)) if probe.group(2) else None)
-            probes.append(Probe(name, kind, mark, step))
-            lat_parts.append(_flent_samples(doc, name, t0, "probe", "rtt_ms"))
+            samples = _flent_samples(doc, name, t0, "probe", "rtt_ms")
+            probes.append(Probe(name, kind, mark, _probe_interval(samples, step)))
+            lat_parts.append(samples)
     if not flows and not probes:
         raise BloatlabError(f"{path} has no TCP flow and no ping series to fit", field="MEASUREMENT")
     if dig(meta, "SYSCTLS", "net.ipv4.tcp_ecn") in (1, "1"):
@@ -322,6 +324,18 @@ def _flent_samples(doc: dict[str, Any], name: str, t0: float | None, key: str, c
         rows = [(float(x), float(v)) for x, v in zip(xs, values)
                 if isinstance(x, (int, float)) and isinstance(v, (int, float)) and math.isfinite(v)]
     return pd.DataFrame({"t_s": [r[0] for r in rows], key: name, column: [r[1] for r in rows]})
+
+
+def _probe_interval(samples: pd.DataFrame, step: float) -> float:
+    """A probe's interval: its raw samples' usual spacing where the file has them (a probe can be
+    faster than the grid), else STEP_SIZE (Flent pings at it)."""
+    gaps = np.diff(np.sort(samples["t_s"].to_numpy(dtype=float)))
+    gaps = gaps[gaps > 0]
+    if len(gaps) < 10:
+        return step
+    usual = float(np.median(gaps))
+    steady = gaps[(gaps > usual / 2) & (gaps < usual * 1.5)]  # not a lost probe's double gap
+    return max(0.01, round(float(steady.mean()), 3))
 
 
 def _flent_cc(info: dict[str, Any]) -> str | None:

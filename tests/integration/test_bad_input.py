@@ -451,6 +451,9 @@ RUN_CASES = [
     pytest.param(GOOD_SPEC, ["--repeat", "0"], "--repeat", id="flag-repeat-zero"),
     pytest.param(GOOD_SPEC, ["--pcap", "h1->h9"], "--pcap", id="flag-pcap-unknown-direction"),
     pytest.param(GOOD_SPEC, ["--backend", "ns4"], None, id="flag-backend-unknown"),
+    pytest.param(GOOD_SPEC, ["--live=localhost:80"], "--live", id="flag-live-not-an-address"),
+    pytest.param(GOOD_SPEC, ["--live=0.0.0.0:0"], "--live", id="flag-live-beyond-loopback-without-allow-remote"),
+    pytest.param(GOOD_SPEC, ["--live=127.0.0.1:70000"], "--live", id="flag-live-port-out-of-range"),
 ]
 
 

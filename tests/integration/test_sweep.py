@@ -1,7 +1,9 @@
 """Sweeps end to end: real networks, real iperf3, ping and curl, short runs."""
 
+import base64
 import hashlib
 import json
+import re
 import subprocess
 import sys
 
@@ -76,6 +78,9 @@ def test_the_sweep_writes_plots_and_report(two_by_two):
     assert "Sweep report: cs244" in page and "src=\"http" not in page
     assert "link backends (every point)" in page
     assert page.count("data:image/png;base64,") == len(figures)
+    # The report shows the figures as plots/ has them, laid out: no legend cut at the image's edge.
+    embedded = {base64.b64decode(data) for data in re.findall(r'data:image/png;base64,([^"]+)"', page)}
+    assert embedded == {p.read_bytes() for p in (out / "plots").glob("compare-*.png")}
     for label in ("maxq=20,cc=reno", "maxq=20,cc=bbr", "maxq=100,cc=reno", "maxq=100,cc=bbr"):
         assert label in page
     # Every run has its own report too.

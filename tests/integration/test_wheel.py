@@ -5,8 +5,10 @@ binaries in the package, not in target/release."""
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
+import urllib.request
 import zipfile
 from pathlib import Path
 
@@ -39,6 +41,9 @@ def installed(tmp_path_factory):
     # nothing of its build beside it.
     assert ("bloatlab/_bin/bloatlab_dctcp.bpf.o" in names) == builds_bpf(), (builds_bpf(), names)
     assert not [n for n in names if n.endswith("vmlinux.h")], names
+    # The live page with its charting library, and the reports' stylesheet it shares: no network needed.
+    assert {"bloatlab/live/static/index.html", "bloatlab/live/static/live.js", "bloatlab/live/static/uPlot.iife.min.js",
+            "bloatlab/live/static/LICENSE.uPlot", "bloatlab/analysis/page.css"} <= set(names), names
     base = Path(sys.base_prefix) / "bin" / "python3"  # a python with no venv of ours around it
     subprocess.run([str(base), "-m", "venv", str(tmp / "venv")], check=True, timeout=120)
     pip = subprocess.run([str(tmp / "venv" / "bin" / "pip"), "install", "-q", "--disable-pip-version-check",
@@ -116,3 +121,14 @@ def test_a_run_from_the_wheel(installed):
     assert doc["complete"] and 8 < doc["summary"]["flows"]["bulk"]["goodput_mbps"] < 10
     assert doc["summary"]["flows"]["bulk"]["cc"] == cc
     assert doc["summary"]["rtt_ms"]["min"] == pytest.approx(10, abs=1.5)  # before the flow: 2 x 5 ms
+    # Its live page from the package, with nothing fetched from anywhere else.
+    view = subprocess.Popen([str(installed[0]), "view", str(installed[1] / "run")], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=installed[2])
+    try:
+        url = view.stdout.readline().removeprefix("bloatlab view: ").strip()
+        for path in ("", "static/live.js", "static/uPlot.iife.min.js", "static/page.css", "files/summary.json"):
+            with urllib.request.urlopen(url + path, timeout=10) as response:
+                assert response.status == 200 and response.read(), path
+    finally:
+        view.send_signal(signal.SIGINT)
+        assert view.wait(timeout=30) == 0, view.stderr.read()

@@ -10,6 +10,7 @@
 
 use std::cmp::{Ordering as CmpOrdering, Reverse};
 use std::collections::BinaryHeap;
+use std::io::Write;
 use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -577,6 +578,11 @@ impl Worker {
         for dir in self.dirs.iter_mut().filter(|d| d.dirty) {
             if let Some(c) = dir.capture.as_mut() {
                 c.tick();
+            }
+            if let Some(w) = dir.log.as_mut() {
+                // A reader follows the queue log as it grows (bloatlab view): its events reach the
+                // file within one publish; an error here shows again at the final flush.
+                let _ = w.flush();
             }
             dir.publish();
         }

@@ -17,6 +17,7 @@ import json
 import math
 import struct
 from collections.abc import Callable, Iterable, Sequence
+from importlib import resources
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -24,6 +25,7 @@ from matplotlib.figure import Figure
 
 from bloatlab.analysis import compare, l4s, plots, sweep_plots
 from bloatlab.analysis.aggregate import write_aggregate, write_series_export
+from bloatlab.analysis.layout import arrange
 from bloatlab.analysis.plots import PNG_OPTIONS, show_value as _show
 from bloatlab.analysis.summary import summary_lines
 from bloatlab.errors import BloatlabError
@@ -87,18 +89,7 @@ HEADLINE = (
     ("ping.mdev_ms", "ping mdev (ms)"),
 )
 
-CSS = """
-body { font-family: system-ui, sans-serif; max-width: 1100px; margin: 1.5em auto; padding: 0 1em; color: #222; }
-h1 { font-size: 1.6em; } h2 { font-size: 1.25em; margin-top: 1.6em; border-bottom: 1px solid #ccc; }
-table { border-collapse: collapse; margin: 0.6em 0; font-size: 0.9em; }
-th, td { border: 1px solid #ccc; padding: 0.25em 0.6em; text-align: left; vertical-align: top; }
-th { background: #f3f3f3; }
-td.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
-figure { margin: 1.2em 0; } figure img { max-width: 100%; height: auto; border: 1px solid #eee; }
-figcaption { font-size: 0.9em; color: #444; max-width: 60em; }
-.bad { color: #b00; } .note { color: #555; font-size: 0.9em; }
-code { font-size: 0.95em; }
-"""
+CSS = (resources.files("bloatlab.analysis") / "page.css").read_text()  # the live view's too
 
 
 class _Html(str):
@@ -115,23 +106,23 @@ def _e(value: Any) -> str:
 
 def _table(head: Sequence[Any], rows: Iterable[Sequence[Any]], numeric_from: int | None = None) -> _Html:
     """A table; cells from column NUMERIC_FROM on are right-aligned numbers."""
-    out = ["<table><thead><tr>", *(f"<th>{_e(h)}</th>" for h in head), "</tr></thead><tbody>"]
+    out = ["<div class=\"scroll\"><table><thead><tr>", *(f"<th>{_e(h)}</th>" for h in head), "</tr></thead><tbody>"]
     for row in rows:
         out.append("<tr>")
         for i, cell in enumerate(row):
             cls = ' class="num"' if numeric_from is not None and i >= numeric_from else ""
             out.append(f"<td{cls}>{_e(cell)}</td>")
         out.append("</tr>")
-    out.append("</tbody></table>")
+    out.append("</tbody></table></div>")
     return _Html("".join(out))
 
 
 def _pairs(rows: Iterable[tuple[str, Any]]) -> _Html:
     """A two-column table of what and value, leaving out what is unknown."""
     kept = [(k, v) for k, v in rows if v not in (None, "", [], {})]
-    out = ["<table><tbody>"]
+    out = ["<div class=\"scroll\"><table><tbody>"]
     out += [f"<tr><th>{_e(k)}</th><td>{_e(v)}</td></tr>" for k, v in kept]
-    out.append("</tbody></table>")
+    out.append("</tbody></table></div>")
     return _Html("".join(out))
 
 
@@ -140,6 +131,7 @@ def _figure(fig: Figure | Path, caption: str) -> _Html:
     if isinstance(fig, Path):
         image = fig.read_bytes()
     else:
+        arrange(fig)  # its legend inside the image: matplotlib's default margins cut a legend beside the axes
         buffer = io.BytesIO()
         fig.savefig(buffer, format="png", **PNG_OPTIONS)
         image = buffer.getvalue()

@@ -17,7 +17,7 @@ import sys
 import threading
 
 from bloatlab.binaries import BINARIES, check, locate, version_argv
-from bloatlab.cli import bench, calibrate, completion, doctor, export, net, nic, queues, replay, run
+from bloatlab.cli import bench, calibrate, completion, doctor, export, net, nic, queues, replay, run, view
 from bloatlab.cli.common import EXIT_STATUSES, Parser, configure_logging, formatter
 from bloatlab.errors import BloatlabError
 from bloatlab.testbed import capabilities
@@ -60,6 +60,7 @@ def build_parser() -> argparse.ArgumentParser:
     net.add_parsers(commands)
     doctor.add_parsers(commands)
     run.add_parsers(commands)
+    view.add_parsers(commands)
     export.add_parsers(commands)
     calibrate.add_parsers(commands)
     queues.add_parsers(commands)

@@ -21,6 +21,7 @@ MAX_PARALLEL = 16
 if TYPE_CHECKING:
     from bloatlab.lab.executors import Executor
     from bloatlab.lab.run import Outcome
+    from bloatlab.specs.model import Experiment
 
 # The layers a command runs are imported when it runs: `bloatlab --help` and the commands that
 # only read a file start without pandas and matplotlib.
@@ -51,7 +52,32 @@ def cmd_run(args: argparse.Namespace) -> int:
     else:
         need_root("run")
         from bloatlab.lab.run import run_experiment
-    outcome = run_experiment(experiment, args.out or default_out(experiment), progress=not args.quiet, svg=args.svg)
+    out = args.out or default_out(experiment)
+    with _live(args, out) as live:
+        outcome = run_experiment(experiment, out, progress=not args.quiet, svg=args.svg)
+        _tell_run(args, experiment, outcome)
+        if live is not None and not outcome.interrupted:
+            live.linger()  # the page links the report now
+    return _exit_status(outcome)
+
+
+@contextlib.contextmanager
+def _live(args: argparse.Namespace, out: Path):
+    """The live view of OUT (with --live) for the block's length; None without."""
+    if args.live is None:
+        yield None
+        return
+    from bloatlab.cli.view import Live
+
+    live = Live(out, args.live, args.allow_remote)
+    print(f"live view: {live.url}", file=sys.stderr, flush=True)
+    try:
+        yield live
+    finally:
+        live.close()
+
+
+def _tell_run(args: argparse.Namespace, experiment: Experiment, outcome: Outcome) -> None:
     from bloatlab.analysis.summary import summary_table
 
     label = " ".join(f"{k}={v}" for k, v in experiment.params.items()) or experiment.name
@@ -68,7 +94,6 @@ def cmd_run(args: argparse.Namespace) -> int:
     if outcome.report:
         lines.append(f"report:  {outcome.report}")
     emit(args, outcome.to_dict(), "\n".join(lines))
-    return _exit_status(outcome)
 
 
 def _exit_status(outcome: Outcome) -> int:
@@ -107,10 +132,13 @@ def _sweep(args: argparse.Namespace, source: Source, sets: list[str], axes: list
             where = executor(args.executor)
         print(f"sweep {first.name}: {len(plan.points)} point(s) x {repeat} repetition(s) = {total} runs "
               f"of {first.duration_s:g} s into {out}/", flush=True)
+        live = stack.enter_context(_live(args, out))
         outcome = sweep_experiment(plan, out, repeat=repeat, resume=args.resume, progress=not args.quiet,
                                    svg=args.svg, command=["bloatlab", *sys.argv[1:]], executor=where)
-    status = outcome.tell()  # with --json, on stderr
-    emit(args, outcome.to_dict())
+        status = outcome.tell()  # with --json, on stderr
+        emit(args, outcome.to_dict())
+        if live is not None and not outcome.interrupted:
+            live.linger()
     return status
 
 
@@ -275,6 +303,13 @@ def add_parsers(commands: argparse._SubParsersAction) -> None:
                      help="a sweep's emulated runs N at a time on this machine, each its own network in a process of "
                           "its own (default 1; 2-3 suit rates to some 20 Mbit/s on two cores, and each run's "
                           "datapath self-check says when they shared too little CPU)")
+    run.add_argument("--live", metavar="ADDR:PORT", nargs="?", const="127.0.0.1:0",
+                     help="follow the run (or sweep) in the browser: serves a live page on loopback (a free port "
+                          "unless given; write --live=ADDR:PORT) and prints its URL; the page stays after the run "
+                          "and links its report, until Ctrl-C (bloatlab view --help)")
+    run.add_argument("--allow-remote", action="store_true",
+                     help="with --live on a non-loopback address: serve it there, every request carrying the "
+                          "printed URL's token")
     run.add_argument("--cluster", metavar="ADDRESS",
                      help="run a sweep's runs on the Ray cluster whose head is at ADDRESS (host:port), one at a "
                           "time per node that offers the bloatlab_testbed resource and passes its checks; the "

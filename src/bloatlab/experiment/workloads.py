@@ -221,7 +221,8 @@ class IrttProbe(Running):
         self.servers.append((self.w.dst, self.port, f"irtt server of {self.w.name}", True))
 
     def start(self) -> None:
-        argv = ["irtt", "client", "-Q", "-i", f"{self.w.interval_ns}ns", "-d", f"{self.w.stop_ns - self.w.start_ns}ns",
+        # Not quiet: a line per reply in NAME.client.txt, which a live view follows.
+        argv = ["irtt", "client", "-i", f"{self.w.interval_ns}ns", "-d", f"{self.w.stop_ns - self.w.start_ns}ns",
                 f"--dscp={dscp.tos(self.w.dscp, self.w.ecn)}", "-o", str(self.raw / f"{self.w.name}.irtt.json"),
                 f"{self.net.address(self.w.dst)}:{self.port}"]
         self._spawn(self.w.src, argv, self.raw / f"{self.w.name}.client.txt")

@@ -173,9 +173,14 @@ def read_qlog(path: str | Path) -> np.ndarray:
     """A queue log as a structured array (fields t_ns, value, backlog_bytes, backlog_pkts,
     kind, reason; KIND_PROB records' value / PROB_ONE is a probability). A partly written last
     record is left out."""
+    return qlog_records(Path(path).read_bytes())
+
+
+def qlog_records(data: bytes) -> np.ndarray:
+    """Queue-log records from bytes of the log (its whole, or what a reader following it read
+    since its last whole record); a partly written last record is left out."""
     import numpy as np
 
-    data = Path(path).read_bytes()
     whole = len(data) - len(data) % QLOG_RECORD_BYTES
     return np.frombuffer(data[:whole], dtype=qlog_dtype()).copy()
 

@@ -430,6 +430,7 @@ class _NetlinkError(Exception):
 # Sampling ---------------------------------------------------------------------------------
 
 CSV_HEADER = "t_s,iface,kind,qlen_pkts,backlog_bytes,drops\n"
+FLUSH_EVERY_S = 0.5  # the samples reach the file at least this often, for a reader following it
 
 
 class QdiscSampler:
@@ -503,7 +504,7 @@ class QdiscSampler:
         max_gap = 0.0
         samples = 0
         try:
-            next_t = time.monotonic()
+            next_t = flushed = time.monotonic()
             while not self._stop.is_set():
                 t = time.monotonic()
                 payload = next((m for i, h, p, m in reader._dump() if (i, h, p) == key), None)
@@ -521,6 +522,9 @@ class QdiscSampler:
                 else:
                     first_t = t
                 last_t = t
+                if t - flushed >= FLUSH_EVERY_S:  # a reader follows the file as it grows (bloatlab view)
+                    out.flush()
+                    flushed = t
                 next_t += self.interval_s
                 now = time.monotonic()
                 if next_t < now:

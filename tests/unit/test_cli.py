@@ -35,7 +35,7 @@ COMMANDS = list(leaves(build_parser()))
 def test_the_commands_are_all_there():
     names = {" ".join(words) for words, _ in COMMANDS}
     assert names == {"up", "exec", "ls", "down", "clean", "doctor", "run", "sweep", "view", "presets", "plot", "compare", "report", "export", "calibrate",
-                     "queues", "replay", "nic sweep", "nic restore", "nic serve", "bench link", "bench replay", "bench sim", "bench machine", "bench calibrate",
+                     "queues", "replay", "nic sweep", "nic restore", "nic serve", "bench link", "bench replay", "bench sim", "bench machine", "bench calibrate", "bench live",
                      "completion"}
 
 

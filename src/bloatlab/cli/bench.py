@@ -96,6 +96,19 @@ def cmd_bench_calibrate(args: argparse.Namespace) -> int:
     return 1 if any(line.startswith("MISS") for line in doc["targets"]) else 0
 
 
+def cmd_bench_live(args: argparse.Namespace) -> int:
+    """What following a run with the live view costs it: the same cs244 run alone and followed."""
+    parse_duration_ns(args.duration, "--duration", allow_zero=False)
+    repeats = parse_count(args.repeat, "--repeat", 2, 20)
+    need_root("bench live")
+    from bloatlab.bench import live as bench  # builds networks: imported when it runs
+
+    out_dir = Path(args.out or f"results/bench-live-{time.strftime('%Y%m%d-%H%M%S')}")
+    doc = bench.run_live_bench(args.duration, repeats, out_dir, say=lambda line: note(args, line))
+    emit(args, doc, f"{bench.render(doc)}\n\nresults: {out_dir}/ (bench-live.json, each run)")
+    return 1 if any(line.startswith("MISS") for line in doc["targets"]) else 0
+
+
 def cmd_bench_replay(args: argparse.Namespace) -> int:
     """Packets per second of each discipline, and a verdict on CoDel against its target."""
     try:
@@ -177,6 +190,18 @@ def add_parsers(commands: argparse._SubParsersAction) -> None:
                      help="short runs at once, in the cases below 50 Mbit/s (default 1; faster ones always run "
                           "alone: they want the machine to themselves)")
     cal.add_argument("--out", metavar="DIR", type=Path, help="write results under DIR").complete = DIRECTORY
+    live = add_command(
+        benchmarks, "live", cmd_bench_live, "what following a run in the browser costs it",
+        "Runs cs244 (the same seed) alone and followed by `bloatlab view` with a page's stream open,\n"
+        "alternately, --repeat times each. Target: every followed run's goodput, RTT median and p95, queue\n"
+        "mean and datapath lateness p99 within the alone runs' range, widened by their own spread (at\n"
+        "least 3% of their median; the lateness at least 20 us). Also says the view's CPU (% of a core\n"
+        "over the run) and its update latency: each ping reply's stamp to the update that carries it\n"
+        "reaching the reader.",
+        ["sudo bloatlab bench live", "sudo bloatlab bench live --duration 60s --repeat 3"])
+    live.add_argument("--duration", default="30s", help="each run's length (default: %(default)s)")
+    live.add_argument("--repeat", default="2", metavar="N", help="runs of each kind, 2-20 (default: %(default)s)")
+    live.add_argument("--out", metavar="DIR", type=Path, help="where the runs go").complete = DIRECTORY
     sim = add_command(
         benchmarks, "sim", cmd_bench_sim, "how fast a simulated run is, beside the same run emulated",
         "Runs the CS244 experiment simulated in ns-3 (building the driver first if it is not cached, timed\n"

@@ -134,7 +134,7 @@ def test_bash_completion_completes_commands_options_and_choices(capsys):
     assert complete(script, ["bloatlab", "run", "--pre"]) == ["--preset"]
     assert complete(script, ["bloatlab", "nic", "sweep", "--js"]) == ["--json"]
     assert complete(script, ["bloatlab", "completion", ""]) == ["bash", "zsh"]
-    assert set(complete(script, ["bloatlab", "bench", ""])) == {"calibrate", "link", "machine", "replay", "sim"}
+    assert set(complete(script, ["bloatlab", "bench", ""])) == {"calibrate", "link", "live", "machine", "replay", "sim"}
 
 
 def test_zsh_completion_is_a_compdef(capsys):

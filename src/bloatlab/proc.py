@@ -166,6 +166,15 @@ def alive(pid: int, started: int | None) -> bool:
     return started is None or int(fields[19]) == started
 
 
+def owner_alive(owner: object) -> bool | None:
+    """Whether the process a results file names as its owner ({"pid", "starttime"}, run.json's and
+    sweep.json's) still runs; None when it names none."""
+    if not isinstance(owner, dict) or not isinstance(owner.get("pid"), int):
+        return None
+    started = owner.get("starttime")
+    return alive(owner["pid"], started if isinstance(started, int) else None)
+
+
 def _stat_fields(pid: int) -> list[str] | None:
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()

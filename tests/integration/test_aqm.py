@@ -130,7 +130,8 @@ def test_run_sweeps_from_the_command_line(tmp_path):
 
     out = tmp_path / "sweep"
     result = subprocess.run([sys.executable, "-m", "bloatlab", "run", "--preset", "aqm-isolation", "--set", "duration=3s",
-                             "--set", "maxq=100", "--out", str(out), "--quiet"], capture_output=True, text=True, timeout=300)
+                             "--set", "maxq=100", "--out", str(out), "--quiet", "--parallel", "2"],
+                            capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr
     assert {"aqm=codel", "aqm=fq_codel", "aqm=taildrop", "plots", "sweep.json"} <= {p.name for p in out.iterdir()}
     assert all((out / d / "rep1" / "summary.json").exists() for d in ("aqm=codel", "aqm=fq_codel", "aqm=taildrop"))

@@ -18,7 +18,7 @@ import pytest
 
 from bloatlab.lab.run import run_experiment
 from bloatlab.results.reader import load_run
-from bloatlab.specs.experiment import load_preset, parse_experiment
+from bloatlab.specs.experiment import parse_experiment
 
 pytestmark = pytest.mark.netns
 
@@ -150,13 +150,14 @@ def test_rrul_marks_hold_the_voice_tin_to_its_quarter_and_its_probe_waits_for_it
     assert tins["Voice"].avg_delay_ms > tins["Best Effort"].avg_delay_ms, tins
 
 
-def test_the_host_isolation_preset_shows_cakes_host_fairness_with_tcp(tmp_path):
-    """The preset's two points: per flow, host a's one TCP flow gets about a ninth; under
-    triple-isolate about half (a few points less with TCP: docs/queues.md)."""
+def test_the_host_isolation_preset_shows_cakes_host_fairness_with_tcp(tmp_path, at_once):
+    """The preset's two points (side by side, at 10 Mbit/s): per flow, host a's one TCP flow
+    gets about a ninth; under triple-isolate about half (a few points less with TCP:
+    docs/queues.md)."""
     share = {}
-    for mode in ("flows", "triple-isolate"):
-        exp = load_preset("host-isolation", [f"isolation={mode}", "duration=12s"])
-        outcome = run_experiment(exp, tmp_path / mode, progress=False)
+    outcomes = at_once({mode: {"preset": "host-isolation", "sets": [f"isolation={mode}", "duration=12s"]}
+                        for mode in ("flows", "triple-isolate")}, tmp_path)
+    for mode, outcome in outcomes.items():
         assert outcome.complete, outcome.reason
         flows = outcome.summary.flows
         b = sum(flows[f"b{k}"].goodput_mbps for k in range(1, 9))

@@ -3,14 +3,17 @@ tool or the datapath dying under it. After each, the run directory says what hap
 `bloatlab clean` leaves nothing (tests/conftest.py checks the namespaces after every test)."""
 
 import contextlib
+import http.client
 import json
 import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import pytest
 
@@ -390,34 +393,92 @@ def test_a_sweep_killed_outright_is_cleaned_and_resumed(tmp_path):
     assert json.loads((out / "sweep.json").read_text())["status"] == "complete"
 
 
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
-def test_a_stopped_sweep_resumes_with_only_what_is_missing(tmp_path, sig):
+def _follow(url: str, seen: list) -> None:
+    """A page's side of a live view's stream: each update's sweep table (its runs' states) and
+    the run it follows, until the view stops."""
+    where = urlsplit(url)
+    conn = http.client.HTTPConnection(where.hostname, where.port, timeout=300)
+    try:
+        conn.request("GET", "/events")
+        response = conn.getresponse()
+        while line := response.readline():
+            if line.startswith(b"data: "):
+                doc = json.loads(line[6:])
+                if "sweep" in doc:
+                    current = doc.get("current") or {}
+                    seen.append((tuple(r["status"] for r in doc["sweep"]["runs"]), current.get("dir"),
+                                 bool(current.get("fresh")), doc["sweep"]["status"], doc["sweep"]["report"], doc))
+    except (OSError, http.client.HTTPException):
+        pass
+    finally:
+        conn.close()
+
+
+def test_a_stopped_sweep_resumes_with_only_what_is_missing_and_a_live_view_follows_it(tmp_path):
+    """SIGTERM (Ctrl-C's SIGINT takes the same way: interrupts.py; test_calibrate sends it to a
+    sweep of trials) stops the sweep in its second run; --resume runs only that one again. A
+    `bloatlab view` follows it all: its table fills in, it follows each run going on, and the run
+    made anew by --resume starts the page over."""
     out = tmp_path / "s"
     argv = [sys.executable, "-m", "bloatlab", "run", "--preset", "cs244", "--sweep", "maxq=20,100",
             "--set", "duration=4s", "--out", str(out), "--quiet"]
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    view = None
+    seen: list = []
     try:
         deadline = time.monotonic() + 120
+        while not (out / "sweep.json").exists():
+            assert time.monotonic() < deadline and proc.poll() is None, "the sweep never started"
+            time.sleep(0.05)
+        view = subprocess.Popen([sys.executable, "-m", "bloatlab", "view", str(out)], stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
+        url = view.stdout.readline().removeprefix("bloatlab view: ").strip()
+        reader = threading.Thread(target=_follow, args=(url, seen), daemon=True)
+        reader.start()
         while not (out / "maxq=100" / "rep1" / "raw" / "ping.ping.txt").exists():  # the second run under way
             assert time.monotonic() < deadline and proc.poll() is None, "the second run never started"
             time.sleep(0.2)
-        proc.send_signal(sig)
+        time.sleep(1.0)  # a second of it for the view
+        proc.send_signal(signal.SIGTERM)
         stderr = proc.communicate(timeout=120)[1]
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.communicate()
-    assert proc.returncode == 130 and "Traceback" not in stderr and "--resume" in stderr, stderr
-    sweep = json.loads((out / "sweep.json").read_text())
-    assert [r["status"] for p in sweep["points"] for r in p["runs"]] == ["complete", "incomplete"]
-    stopped = json.loads((out / "maxq=100" / "rep1" / "run.json").read_text())
-    assert stopped["incomplete_reason"].startswith("interrupted at ") and leftovers(stopped["network"]) == []
-    kept = (out / "maxq=20" / "rep1" / "summary.json").stat().st_mtime_ns
+    try:
+        assert proc.returncode == 130 and "Traceback" not in stderr and "--resume" in stderr, stderr
+        sweep = json.loads((out / "sweep.json").read_text())
+        assert [r["status"] for p in sweep["points"] for r in p["runs"]] == ["complete", "incomplete"]
+        stopped = json.loads((out / "maxq=100" / "rep1" / "run.json").read_text())
+        assert stopped["incomplete_reason"].startswith("interrupted at ") and leftovers(stopped["network"]) == []
+        kept = (out / "maxq=20" / "rep1" / "summary.json").stat().st_mtime_ns
+        stopped_at = len(seen)
 
-    result = subprocess.run([*argv, "--resume"], capture_output=True, text=True, timeout=180)
-    assert result.returncode == 0, result.stderr
-    assert "1 of 2 runs already complete, 1 to run" in result.stdout
-    assert "[2/2] maxq=100 rep 1" in result.stdout and "[1/2]" not in result.stdout
-    assert (out / "maxq=20" / "rep1" / "summary.json").stat().st_mtime_ns == kept
-    assert json.loads((out / "sweep.json").read_text())["status"] == "complete"
-    assert json.loads((out / "maxq=100" / "rep1" / "run.json").read_text())["complete"]
+        result = subprocess.run([*argv, "--resume"], capture_output=True, text=True, timeout=180)
+        assert result.returncode == 0, result.stderr
+        assert "1 of 2 runs already complete, 1 to run" in result.stdout
+        assert "[2/2] maxq=100 rep 1" in result.stdout and "[1/2]" not in result.stdout
+        assert (out / "maxq=20" / "rep1" / "summary.json").stat().st_mtime_ns == kept
+        assert json.loads((out / "sweep.json").read_text())["status"] == "complete"
+        assert json.loads((out / "maxq=100" / "rep1" / "run.json").read_text())["complete"]
+        deadline = time.monotonic() + 30
+        while not (seen and seen[-1][4]) and time.monotonic() < deadline:  # the sweep's report, linked
+            time.sleep(0.2)
+    finally:
+        if view is not None:
+            view.send_signal(signal.SIGINT)
+            view.wait(timeout=30)
+    assert view.returncode == 0, view.stderr.read()
+    # What the view showed: the first run going on while the second waited, then the second going
+    # on; stopped; then, resumed, the second run followed from its start again; at the end both
+    # complete, each with its headline, the smaller queue the shorter RTT.
+    states = [s[0] for s in seen]
+    assert ("running", "waiting") in states[:stopped_at] and ("complete", "running") in states[:stopped_at], states
+    assert ("complete", "incomplete") in states, states
+    followed = {s[1] for s in seen if s[1]}
+    assert followed == {"maxq=20/rep1", "maxq=100/rep1"}, followed
+    assert any(s[1] == "maxq=100/rep1" and s[2] for s in seen[stopped_at:]), "the resumed run did not start over"
+    last = seen[-1][5]["sweep"]
+    assert [r["status"] for r in last["runs"]] == ["complete", "complete"] and last["report"] == "report.html"
+    assert all(r["headline"] and r["report"] for r in last["runs"])
+    assert last["runs"][0]["figures"]["RTT p95 (ms)"] < last["runs"][1]["figures"]["RTT p95 (ms)"]

@@ -24,7 +24,8 @@ import pytest
 from bloatlab.errors import BloatlabError
 from bloatlab.experiment.parsers import parse_tcp_probe
 from bloatlab.live import follow
-from bloatlab.live.server import parse_listen, serve
+from bloatlab.live.address import parse_listen
+from bloatlab.live.server import finite, serve
 from bloatlab.testbed.datapath import QLOG_RECORD_BYTES, qlog_records
 
 ARCHIVE = Path(__file__).parent.parent / "data" / "run-cs244.tar.xz"
@@ -181,7 +182,7 @@ def served(tmp_path):
     servers = []
 
     def start(host="127.0.0.1", allow_remote=False):
-        server = serve(root, host, 0, allow_remote=allow_remote)
+        server = serve(root, f"{host}:0", allow_remote=allow_remote)
         threading.Thread(target=server.serve_forever, daemon=True).start()
         servers.append(server)
         return server
@@ -195,7 +196,7 @@ def served(tmp_path):
 
 def _get(server, path, headers=None, method="GET"):
     conn = http.client.HTTPConnection(*server.server_address[:2], timeout=10)
-    conn.request(method, path, headers=headers or {})
+    conn.request(method, path, headers=headers or {})  # Host: 127.0.0.1:PORT, as a browser's
     response = conn.getresponse()
     body = response.read() if path.split("?")[0] != "/events" else b""
     return response, body, conn
@@ -217,6 +218,13 @@ def test_the_page_its_scripts_and_the_runs_files_are_served_read_only(served):
         assert response.status in (403, 404) and b"not for the page" not in body and b"root:" not in body, path
     response, _, _ = _get(server, "/files/summary.json", method="POST")
     assert response.status == 405
+    # A page of another site that rebinds its own name to 127.0.0.1 is refused: its Host is not loopback's.
+    port = server.server_address[1]
+    for host in (f"attacker.example:{port}", "127.0.0.1", ""):
+        response, _, _ = _get(server, "/files/summary.json", headers={"Host": host})
+        assert response.status == 403, host
+    response, _, _ = _get(server, "/files/summary.json", headers={"Host": f"localhost:{port}"})
+    assert response.status == 200
 
 
 def test_the_stream_starts_with_the_whole_run(served):
@@ -244,12 +252,14 @@ def test_beyond_loopback_it_asks_for_the_flag_and_then_a_token(served):
     response, body, _ = _get(server, f"/?token={token}")
     assert response.status == 200 and b"live.js" in body
     cookie = response.getheader("Set-Cookie").split(";")[0]
-    response, _, _ = _get(server, "/files/summary.json", headers={"Cookie": cookie})
+    assert cookie.startswith(f"bloatlab_view_{server.server_address[1]}=")  # one per view: cookies ignore ports
+    response, _, _ = _get(server, "/files/summary.json", headers={"Cookie": f"other=x;; broken; {cookie}"})
     assert response.status == 200
 
 
 @pytest.mark.parametrize("text, want", [("127.0.0.1:8044", ("127.0.0.1", 8044)), (":0", ("127.0.0.1", 0)),
-                                        ("[::1]:9000", ("::1", 9000)), ("10.0.0.1", ("10.0.0.1", 0))])
+                                        ("[::1]:9000", ("::1", 9000)), ("[::1]", ("::1", 0)), ("::1", ("::1", 0)),
+                                        ("10.0.0.1", ("10.0.0.1", 0))])
 def test_listen_addresses(text, want):
     assert parse_listen(text, "--listen") == want
 
@@ -274,3 +284,34 @@ def test_a_qlog_record_cut_in_two_is_read_whole(tmp_path):
         f.write(data[10:] + data[:5])
     got = qlog_records(tail.records(QLOG_RECORD_BYTES))
     assert len(got) == 1 and got["t_ns"][0] == 123 and got["backlog_pkts"][0] == 7
+
+
+def test_a_file_replaced_is_read_again_from_its_start(tmp_path):
+    path = tmp_path / "ping.txt"
+    path.write_text("one\ntw")
+    tail = follow.Tail(path)
+    assert tail.lines() == ["one"]
+    path.unlink()  # a sweep resumed: the run's directory made anew, its file longer than before
+    path.write_text("first of the new run\nsecond\n")
+    assert tail.lines() == ["first of the new run", "second"]
+
+
+def test_a_run_json_unlike_any_run_is_passed_over(tmp_path):
+    follower = follow.Follower(tmp_path)
+    for text in ("[1, 2]", '{"spec": {}, "t0_realtime_s": "soon"}', "{not json", '"a string"'):
+        (tmp_path / "run.json").write_text(text)
+        update = follower.poll()
+        assert update["status"]["phase"] == "waiting" and update["series"] == {}, text
+    (tmp_path / "run.json").write_text(json.dumps({"spec": {"workloads": [{"name": "p", "kind": "irtt"}]},
+                                                   "t0_realtime_s": 1.0, "t0_monotonic_s": 2.0,
+                                                   "incomplete_reason": 5, "links": "none", "flows": [3]}))
+    (tmp_path / "raw").mkdir()
+    (tmp_path / "raw" / "p.client.txt").write_text("seq=0 rtt=20ms rd=10ms sd=10ms ipdv=n/a\n")
+    update = follower.poll()  # no start_ns or interval_ns: no times for irtt's replies, and no error
+    assert update["status"]["phase"] == "incomplete" and update["series"] == {}
+
+
+def test_no_nan_reaches_a_page():
+    doc = finite({"a": float("nan"), "b": [1.0, float("inf"), np.float64("nan")], "c": np.int64(3)})
+    assert doc == {"a": None, "b": [1.0, None, None], "c": 3}
+    json.dumps(doc, allow_nan=False)

@@ -15,16 +15,15 @@ from __future__ import annotations
 import http.client
 import json
 import os
-import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
 from typing import Any, Callable
 from urllib.parse import urlsplit
 
-from bloatlab import proc
 from bloatlab.errors import MachineError
+from bloatlab.live.address import DEFAULT_LISTEN
+from bloatlab.live.child import ViewProcess
 from bloatlab.lab.run import run_experiment
 from bloatlab.results.reader import read_summary
 from bloatlab.specs.experiment import load_preset
@@ -104,24 +103,19 @@ def run_live_bench(duration: str, repeat: int, out_dir: Path, say: Callable[[str
         for mode in ("alone", "followed"):  # alternately: the machine's drift falls on both alike
             run_dir = out_dir / f"{mode}-{i}"
             say(f"bench live: {mode} {i} of {repeat} ({duration})")
-            view = reader = None
+            live = reader = None
             if mode == "followed":
-                view = proc.spawn([sys.executable, "-m", "bloatlab", "view", str(run_dir), "--wait", "--quiet"],
-                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-                line = view.stdout.readline() if view.stdout else ""
-                if not line.startswith("bloatlab view: "):
-                    proc.stop(view)
-                    raise MachineError(f"bloatlab view did not start: {line.strip() or 'no answer'}")
-                reader = _Reader(line.removeprefix("bloatlab view: ").strip())
-                cpu0 = _cpu_s(view.pid)
+                live = ViewProcess(run_dir, DEFAULT_LISTEN, allow_remote=False)
+                reader = _Reader(live.url)
+                cpu0 = _cpu_s(live.child.pid)
             started = time.monotonic()
             try:
                 outcome = run_experiment(exp, run_dir, progress=False)
             finally:
                 wall = time.monotonic() - started
-                cpu = _cpu_s(view.pid) - cpu0 if view is not None else None
-                if view is not None:
-                    proc.stop(view)
+                cpu = _cpu_s(live.child.pid) - cpu0 if live is not None else None
+                if live is not None:
+                    live.close()
             if outcome.interrupted:
                 raise KeyboardInterrupt
             if not outcome.complete:

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 from bloatlab.cli.common import DIRECTORY, FILE, UsageError, add_command, emit, need_root
 from bloatlab.errors import BloatlabError
 from bloatlab.lab.executors import EXECUTORS
+from bloatlab.live.address import DEFAULT_LISTEN
 from bloatlab.specs.experiment import MAX_REPEAT, Source, list_presets, plan_sweep, preset_info, sweep_axes
 from bloatlab.specs.model import RUN_BACKENDS
 
@@ -31,6 +32,8 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     if (args.spec is None) == (args.preset is None):
         raise UsageError("give a spec file or --preset NAME (bloatlab presets lists them), not both")
+    if args.allow_remote and args.live is None:
+        raise UsageError("--allow-remote serves the live view beyond loopback; it goes with --live=ADDR:PORT")
     if args.repeat is not None and not 1 <= args.repeat <= MAX_REPEAT:
         raise UsageError(f"{args.repeat} repetitions; give --repeat a whole number from 1 to {MAX_REPEAT}")
     source = Source(args.preset, args.spec, pcap=tuple(d.strip() for item in args.pcap or [] for d in item.split(",")),
@@ -67,9 +70,15 @@ def _live(args: argparse.Namespace, out: Path):
     if args.live is None:
         yield None
         return
-    from bloatlab.cli.view import Live
+    from bloatlab.live.child import ViewProcess
 
-    live = Live(out, args.live, args.allow_remote)
+    try:
+        live = ViewProcess(out, args.live, args.allow_remote)
+    except BloatlabError as e:
+        if "not ADDR:PORT" not in e.message:
+            raise
+        raise UsageError(f"{e.message}; write --live=ADDR:PORT, or give the spec file before --live",
+                         field="--live") from None
     print(f"live view: {live.url}", file=sys.stderr, flush=True)
     try:
         yield live
@@ -303,7 +312,7 @@ def add_parsers(commands: argparse._SubParsersAction) -> None:
                      help="a sweep's emulated runs N at a time on this machine, each its own network in a process of "
                           "its own (default 1; 2-3 suit rates to some 20 Mbit/s on two cores, and each run's "
                           "datapath self-check says when they shared too little CPU)")
-    run.add_argument("--live", metavar="ADDR:PORT", nargs="?", const="127.0.0.1:0",
+    run.add_argument("--live", metavar="ADDR:PORT", nargs="?", const=DEFAULT_LISTEN,
                      help="follow the run (or sweep) in the browser: serves a live page on loopback (a free port "
                           "unless given; write --live=ADDR:PORT) and prints its URL; the page stays after the run "
                           "and links its report, until Ctrl-C (bloatlab view --help)")

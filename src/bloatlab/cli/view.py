@@ -1,35 +1,29 @@
-"""`bloatlab view DIR`: a run's or a sweep's live page in the browser; and `run --live`, which
-starts it beside a run (docs/live.md)."""
+"""`bloatlab view DIR`: a run's or a sweep's live page in the browser (docs/live.md); `run
+--live` starts it beside a run (live/child.py)."""
 
 from __future__ import annotations
 
 import argparse
 import signal
-import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
 
 from bloatlab import proc
 from bloatlab.cli.common import DIRECTORY, add_command, emit, note
-from bloatlab.errors import BloatlabError, MachineError
+from bloatlab.errors import BloatlabError
 from bloatlab.interrupts import Interrupts
-
-DEFAULT_LISTEN = "127.0.0.1:0"  # loopback, any free port
-START_TIMEOUT_S = 15.0
-
+from bloatlab.live.address import DEFAULT_LISTEN
 
 def cmd_view(args: argparse.Namespace) -> int:
-    from bloatlab.live.server import lower_priority, parse_listen, serve
+    from bloatlab.live.server import lower_priority, serve
 
     root: Path = args.dir
     if not args.wait and not ((root / "run.json").is_file() or (root / "sweep.json").is_file()):
         raise BloatlabError(f"{root} is not a bloatlab run or sweep directory (no run.json or sweep.json)", field="DIR")
-    host, port = parse_listen(args.listen, "--listen")
-    server = serve(root, host, port, allow_remote=args.allow_remote)
-    lower_priority()
+    server = serve(root, args.listen, allow_remote=args.allow_remote)
     print(f"bloatlab view: {server.url}", flush=True)  # the first line: what `run --live` reads
+    lower_priority()
     note(args, f"serving {root}/ read only; Ctrl-C stops it")
     thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.25}, daemon=True,
                               name="bloatlab-view")
@@ -46,70 +40,6 @@ def cmd_view(args: argparse.Namespace) -> int:
             server.server_close()
     emit(args, {"url": server.url, "dir": str(root)})
     return 0
-
-
-# `run --live` -----------------------------------------------------------------------------------
-
-class Live:
-    """The view of a run's directory, in a child process at the lowest priority, from before the
-    run starts to after it ends (the page then links the report), until Ctrl-C."""
-
-    def __init__(self, out: Path, listen: str, allow_remote: bool):
-        from bloatlab.live.server import is_loopback, parse_listen
-
-        try:  # a bad address fails here, before anything is built
-            host, _ = parse_listen(listen, "--live")
-        except BloatlabError as e:
-            if "not ADDR:PORT" not in e.message:
-                raise
-            raise BloatlabError(f"{e.message}; write --live=ADDR:PORT, or give the spec file before --live",
-                                field="--live") from None
-        if not is_loopback(host) and not allow_remote:
-            raise BloatlabError(f"{host} is not a loopback address: the view would be reachable from other machines; "
-                                "add --allow-remote to serve it there (its URL then carries a token)", field="--live")
-        argv = [sys.executable, "-m", "bloatlab", "view", str(out), "--wait", "--quiet", "--listen", listen,
-                "--parent", str(_pid())] + (["--allow-remote"] if allow_remote else [])
-        self.child = proc.spawn(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        self.url = self._url()
-
-    def _url(self) -> str:
-        line = _readline(self.child.stdout, START_TIMEOUT_S)
-        if not line.startswith("bloatlab view: "):
-            proc.stop(self.child)
-            said = (self.child.stderr.read() if self.child.stderr else "").strip().splitlines()
-            raise MachineError(f"the live view did not start: {said[-1] if said else line.strip() or 'no answer'}",
-                               field="--live")
-        return line.removeprefix("bloatlab view: ").strip()
-
-    def linger(self) -> None:
-        """Serve on after the run, until Ctrl-C (or SIGTERM, SIGHUP)."""
-        if self.child.poll() is not None:
-            return
-        print(f"bloatlab: the live view stays at {self.url} until Ctrl-C", file=sys.stderr, flush=True)
-        with Interrupts():
-            try:
-                while self.child.poll() is None:
-                    time.sleep(0.5)
-            except KeyboardInterrupt:
-                pass
-
-    def close(self) -> None:
-        proc.stop(self.child, signal.SIGTERM)
-
-
-def _pid() -> int:
-    import os
-
-    return os.getpid()
-
-
-def _readline(stream, timeout_s: float) -> str:
-    """A line from a child's pipe, or "" after timeout_s."""
-    got: list[str] = []
-    reader = threading.Thread(target=lambda: got.append(stream.readline()), daemon=True)
-    reader.start()
-    reader.join(timeout_s)
-    return got[0] if got else ""
 
 
 def add_parsers(commands: argparse._SubParsersAction) -> None:

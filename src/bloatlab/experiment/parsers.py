@@ -1,5 +1,5 @@
-"""Parsers of what the measuring tools print: ping (with -D timestamps), iperf3 (--json, and
-its text interval lines), tcp:tcp_probe tracepoint lines and `ss -tin`.
+"""Parsers of what the measuring tools print: ping (with -D timestamps), irtt's lines per reply,
+iperf3 (--json, and its text interval lines), tcp:tcp_probe tracepoint lines and `ss -tin`.
 
 Pure functions on text, tested on real captured outputs (tests/data/).
 """
@@ -54,6 +54,21 @@ def parse_ping_summary(text: str) -> PingSummary:
     rtt = _PING_SUMMARY.search(text)
     vals = [float(rtt.group(k)) for k in ("min", "avg", "max", "mdev")] if rtt else [None] * 4
     return PingSummary(int(counts.group("tx")), int(counts.group("rx")), *vals)
+
+
+# irtt client's line per reply (not run quiet): "seq=3 rtt=21.4ms rd=10.2ms sd=11.2ms ipdv=1.1ms"
+_IRTT_REPLY = re.compile(r"^seq=(?P<seq>\d+) rtt=(?P<rtt>[\d.]+)(?P<unit>ns|µs|us|ms|s)\b")
+_IRTT_UNIT_MS = {"ns": 1e-6, "µs": 1e-3, "us": 1e-3, "ms": 1.0, "s": 1e3}
+
+
+def parse_irtt_replies(text: str) -> list[tuple[int, float]]:
+    """irtt client's per-reply lines: (sequence number, RTT ms) each; its other lines skipped.
+    The JSON (-o) has every timestamp; these lines come as the replies do."""
+    out = []
+    for line in text.splitlines():
+        if m := _IRTT_REPLY.match(line.strip()):
+            out.append((int(m["seq"]), float(m["rtt"]) * _IRTT_UNIT_MS[m["unit"]]))
+    return out
 
 
 @dataclass(frozen=True)

@@ -26,6 +26,7 @@ from pathlib import Path
 from bloatlab.errors import BloatlabError
 from bloatlab.experiment.clock import Clock
 from bloatlab.experiment.hosts import Hosts
+from bloatlab.experiment import raw
 from bloatlab.experiment.parsers import IperfResult, parse_iperf3, parse_iperf3_intervals, parse_ping_replies, parse_ping_summary
 from bloatlab.experiment.record import BulkSummary, Collected, FlowSummary, IrttSummary, UdpSummary
 from bloatlab.experiment.responsiveness.workload import ResponsivenessTest
@@ -70,7 +71,7 @@ class IperfFlow(Running):
         proc = self.net.popen(self.w.dst, argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                               stdin=subprocess.DEVNULL, text=True)
         self.procs.append(proc)
-        self.server_log = _Timestamped(proc, self.raw / f"{self.w.name}.server.txt")
+        self.server_log = _Timestamped(proc, raw.server(self.raw, self.w.name))
         self.servers.append((self.w.dst, self.port, f"iperf3 server of {self.w.name}", False))
 
     def client_args(self) -> list[str]:
@@ -93,7 +94,7 @@ class IperfFlow(Running):
                 got.errors.append(f"{self.w.name}: {server_log.error}")
         client = self.raw / f"{self.w.name}.client.json"
         text = client.read_text(errors="replace") if client.exists() else ""
-        server = self.raw / f"{self.w.name}.server.txt"
+        server = raw.server(self.raw, self.w.name)
         lines = server.read_text(errors="replace").splitlines() if server.exists() else []
         got.throughput = [(t - self.clock.t0_mono, self.w.name, mbps)
                           for t, mbps in parse_iperf3_intervals(lines)]
@@ -176,7 +177,7 @@ class PingFlow(Running):
     def start(self) -> None:
         argv = ["ping", "-D", "-n", "-i", f"{self.w.interval_ns / 1e9:g}", "-Q", str(dscp.tos(self.w.dscp, self.w.ecn)),
                 self.net.address(self.w.dst)]
-        self._spawn(self.w.src, argv, self.raw / f"{self.w.name}.ping.txt")
+        self._spawn(self.w.src, argv, raw.ping(self.raw, self.w.name))
         self.started = True
 
     def stop(self) -> None:
@@ -186,7 +187,7 @@ class PingFlow(Running):
         got = Collected()
         if not self.started:
             return got
-        text = (self.raw / f"{self.w.name}.ping.txt").read_text(errors="replace")
+        text = raw.ping(self.raw, self.w.name).read_text(errors="replace")
         offset = self.clock.t0_real
         replies = parse_ping_replies(text)
         got.ping = [(r.t_s - offset, self.w.name, r.rtt_ms) for r in replies if r.t_s is not None]
@@ -217,7 +218,7 @@ class IrttProbe(Running):
         # is forgotten, and the longest interval a client may ask for is a quarter of it.
         timeout_s = max(30, 4 * self.w.interval_ns // 10**9 + 1)
         self._spawn(self.w.dst, ["irtt", "server", "-b", address, "-i", "0", f"--timeout={timeout_s}s"],
-                    self.raw / f"{self.w.name}.server.txt")
+                    raw.server(self.raw, self.w.name))
         self.servers.append((self.w.dst, self.port, f"irtt server of {self.w.name}", True))
 
     def start(self) -> None:
@@ -225,7 +226,7 @@ class IrttProbe(Running):
         argv = ["irtt", "client", "-i", f"{self.w.interval_ns}ns", "-d", f"{self.w.stop_ns - self.w.start_ns}ns",
                 f"--dscp={dscp.tos(self.w.dscp, self.w.ecn)}", "-o", str(self.raw / f"{self.w.name}.irtt.json"),
                 f"{self.net.address(self.w.dst)}:{self.port}"]
-        self._spawn(self.w.src, argv, self.raw / f"{self.w.name}.client.txt")
+        self._spawn(self.w.src, argv, raw.irtt_client(self.raw, self.w.name))
         self.started = True
 
     def collect(self) -> Collected:
@@ -237,7 +238,7 @@ class IrttProbe(Running):
             doc = json.loads(path.read_text())
             trips, stats = doc["round_trips"], doc["stats"]
         except (OSError, ValueError, KeyError, TypeError) as e:
-            got.errors.append(f"{self.w.name}: irtt wrote no results ({last_line(self.raw / f'{self.w.name}.client.txt') or e})")
+            got.errors.append(f"{self.w.name}: irtt wrote no results ({last_line(raw.irtt_client(self.raw, self.w.name)) or e})")
             return got
         offset = self.clock.t0_real
         got.ping = [(t["timestamps"]["client"]["send"]["wall"] / 1e9 - offset, self.w.name, t["delay"]["rtt"] / 1e6)
@@ -322,7 +323,7 @@ class WebFetches(Running):
                 f.write(f"{t_start:.6f} {seconds:.6f} {int(ok)}\n")
 
     def _fetches_path(self) -> Path:
-        return self.raw / f"{self.w.name}.fetches.txt"
+        return raw.fetches(self.raw, self.w.name)
 
     def end(self) -> None:
         if hasattr(self, "halt"):

@@ -334,10 +334,10 @@ def recover_run(path: Path) -> Outcome | None:
         doc = json.loads((path / "run.json").read_text())
     except (OSError, ValueError):
         return None
-    owner = doc.get("owner") or {}
     if (doc.get("complete") or not str(doc.get("incomplete_reason") or "").startswith(UNFINISHED)
-            or not owner.get("pid") or proc.alive(owner["pid"], owner.get("starttime"))):
+            or proc.owner_alive(doc.get("owner")) is not False):
         return None
+    owner = doc["owner"]
     try:
         record = record_from_document(doc)
     except (KeyError, TypeError, ValueError) as e:  # a run.json edited or from another version

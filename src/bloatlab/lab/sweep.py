@@ -141,7 +141,7 @@ def check_out(out: Path, resume: bool) -> dict[str, Any] | None:
                             field="--out")
     else:
         owner = old.get("owner") or {}
-        if old.get("status") == "running" and owner.get("pid") and proc.alive(owner["pid"], owner.get("starttime")):
+        if old.get("status") == "running" and proc.owner_alive(owner):
             raise BloatlabError(f"{out} is being run by another bloatlab (pid {owner['pid']}); wait for it or "
                                 "stop it with Ctrl-C", field="--resume")
     return old

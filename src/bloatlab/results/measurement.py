@@ -335,7 +335,7 @@ def _probe_interval(samples: pd.DataFrame, step: float) -> float:
         return step
     usual = float(np.median(gaps))
     steady = gaps[(gaps > usual / 2) & (gaps < usual * 1.5)]  # not a lost probe's double gap
-    return max(0.01, round(float(steady.mean()), 3))
+    return round(float(steady.mean()) if len(steady) else usual, 3) or step
 
 
 def _flent_cc(info: dict[str, Any]) -> str | None:

@@ -427,8 +427,7 @@ class Sweep:
         """sweep.json's status (running, complete, incomplete), except that a sweep whose process
         is gone while it says running was stopped outright (killed, crashed): "stopped"."""
         status = str(self.meta.get("status") or "unknown")
-        owner = self.meta.get("owner") or {}
-        if status == "running" and owner.get("pid") and not proc.alive(owner["pid"], owner.get("starttime")):
+        if status == "running" and proc.owner_alive(self.meta.get("owner")) is False:
             return "stopped"
         return status
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bloatlab.errors import MachineError
+from bloatlab.experiment import raw
 from bloatlab.experiment.hosts import Hosts
 from bloatlab.experiment.probes import tcp as tcp_probe
 from bloatlab.experiment.probes.qdisc import QdiscSampler
@@ -62,12 +63,10 @@ class RunProbes:
         self.samplers: dict[str, QdiscSampler] = {}
         self._removing: threading.Thread | None = None
         # Where each probe writes as it goes: read after the run, or after its process was killed.
-        self.tcp_path = {"tracepoint": raw_dir / "tcp_probe.txt", "ss": raw_dir / "ss.txt"}.get(tcp_kind)
+        self.tcp_path = raw.tcp_probe(raw_dir, tcp_kind)
 
     def queue_path(self, source: QueueSource) -> Path:
-        if source.kind == "tc":
-            return self.raw / f"qdisc.{source.link}.{source.which}.csv"
-        return self.raw / "qlog" / f"{source.link}.{source.which}.qlog"
+        return raw.queue(self.raw, source.link, source.which, kernel=source.kind == "tc")
 
     def start(self) -> None:
         exp = self.exp

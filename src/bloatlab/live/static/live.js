@@ -53,7 +53,13 @@ class Chart {
     this.dirty = true;
   }
 
-  reset() { this.lines.clear(); this.dirty = true; }
+  reset() {
+    this.lines.clear();
+    if (this.plot) this.plot.destroy();
+    this.plot = null;
+    this.key = null;
+    this.box.parentElement.hidden = true;
+  }
 
   data() {
     const names = [...this.lines.keys()].sort();
@@ -142,13 +148,14 @@ function showStatus(status, where) {
   $("phase").className = `phase ${phase}`;
   document.body.dataset.phase = phase;
   if (status.duration_s) {
-    const elapsed = status.elapsed_s === null ? 0 : status.elapsed_s;
+    const elapsed = status.elapsed_s;
     $("clock").textContent = `${fmt(elapsed, 1)} s of ${fmt(status.duration_s, 0)} s` +
       (status.remaining_s !== null && phase === "running" ? `, ${fmt(status.remaining_s, 0)} s to go` : "");
-    $("progress").value = Math.min(1, elapsed / status.duration_s);
+    if (elapsed !== null && elapsed !== undefined) $("progress").value = Math.min(1, elapsed / status.duration_s);
   }
   $("reason").hidden = !status.reason;
   $("reason").textContent = status.reason || "";
+  $("report").hidden = !status.report;
   if (status.report) {
     $("report").hidden = false;
     $("report").textContent = "its report";
@@ -196,7 +203,11 @@ function showDatapath(dp) {
 
 function applyRun(doc, fresh, where) {
   const c = charts();
-  if (fresh) for (const chart of Object.values(c)) chart.reset();
+  if (fresh) {
+    for (const chart of Object.values(c)) chart.reset();
+    $("datapath").replaceChildren(el("p", { class: "note" }, "no userspace datapath figures (yet)"));
+    state.baseline = {};
+  }
   if (doc.run) showSpec(doc.run);
   showStatus(doc.status, where);
   showWarnings(doc.warnings, doc.status && doc.status.warnings);
@@ -255,25 +266,31 @@ function applySweep(doc, fresh) {
       compare.setData(data);
     }
   }
-  if (sweep.report) {
-    $("report").hidden = false;
-    $("report").textContent = "the sweep's report";
-    $("report").href = "files/report.html";
-    $("phase").textContent = `the sweep is ${sweep.status}`;
-    $("phase").className = `phase ${sweep.status}`;
-  }
   if (doc.current) {
     const where = doc.current.dir;
-    const fresh = where !== state.runDir;
+    const restart = fresh || doc.current.fresh || where !== state.runDir;
     state.runDir = where;
     $("current-title").textContent = `The run going on: ${where}`;
-    applyRun(doc.current, fresh, where);
+    applyRun(doc.current, restart, where);
+  }
+  // The sweep's own state last: the run's says only how that run went.
+  const phase = sweep.status === "running" ? "running" : sweep.status;
+  $("phase").textContent = `the sweep is ${sweep.status || "starting"}`;
+  $("phase").className = `phase ${phase}`;
+  $("report").hidden = !sweep.report;
+  if (sweep.report) {
+    $("report").textContent = "the sweep's report";
+    $("report").href = "files/report.html";
   }
 }
 
 function apply(doc, fresh) {
   document.body.dataset.updates = String(Number(document.body.dataset.updates || 0) + 1);
-  if (doc.sweep) applySweep(doc, fresh); else applyRun(doc, fresh, "");
+  if (doc.error) {  // the view could not read something this time; the next update tries again
+    $("freshness").textContent = `the view: ${doc.error}`;
+    return;
+  }
+  if (doc.sweep) applySweep(doc, fresh); else applyRun(doc, fresh || Boolean(doc.fresh), "");
 }
 
 function connect() {

@@ -193,10 +193,10 @@ def add_parsers(commands: argparse._SubParsersAction) -> None:
     live = add_command(
         benchmarks, "live", cmd_bench_live, "what following a run in the browser costs it",
         "Runs cs244 (the same seed) alone and followed by `bloatlab view` with a page's stream open,\n"
-        "alternately, --repeat times each. Target: every followed run's goodput, RTT median and p95, queue\n"
-        "mean and datapath lateness p99 within the alone runs' range, widened by their own spread (at\n"
-        "least 3% of their median; the lateness at least 20 us). Also says the view's CPU (% of a core\n"
-        "over the run) and its update latency: each ping reply's stamp to the update that carries it\n"
+        "alternately, --repeat times each. Target: the followed runs' mean goodput, RTT median and p95,\n"
+        "queue mean and datapath lateness p99 within the alone runs' own spread of the alone runs' mean\n"
+        "(at least 3% of it; the lateness at least 20 us). Also says the view's CPU (% of a core over\n"
+        "the run) and its update latency: each ping reply's stamp to the update that carries it\n"
         "reaching the reader.",
         ["sudo bloatlab bench live", "sudo bloatlab bench live --duration 60s --repeat 3"])
     live.add_argument("--duration", default="30s", help="each run's length (default: %(default)s)")

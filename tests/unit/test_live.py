@@ -14,6 +14,8 @@ import math
 import os
 import re
 import shutil
+import subprocess
+import sys
 import tarfile
 import threading
 from pathlib import Path
@@ -315,3 +317,14 @@ def test_no_nan_reaches_a_page():
     doc = finite({"a": float("nan"), "b": [1.0, float("inf"), np.float64("nan")], "c": np.int64(3)})
     assert doc == {"a": None, "b": [1.0, None, None], "c": 3}
     json.dumps(doc, allow_nan=False)
+
+
+@pytest.mark.parametrize("content, says", [(None, "not a bloatlab run or sweep directory"),
+                                           ('{"kind": "nic"}', "is a nic run")])
+def test_view_of_what_it_cannot_follow_is_one_line(tmp_path, content, says):
+    if content is not None:
+        (tmp_path / "run.json").write_text(content)
+    done = subprocess.run([sys.executable, "-m", "bloatlab", "view", str(tmp_path)], capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 2 and done.stderr.count("\n") == 1 and says in done.stderr, done.stderr
+    assert done.stderr.startswith("bloatlab: error: DIR: ")

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import signal
 import threading
 import time
@@ -21,6 +22,9 @@ def cmd_view(args: argparse.Namespace) -> int:
     root: Path = args.dir
     if not args.wait and not ((root / "run.json").is_file() or (root / "sweep.json").is_file()):
         raise BloatlabError(f"{root} is not a bloatlab run or sweep directory (no run.json or sweep.json)", field="DIR")
+    if _kind(root / "run.json") == "nic":
+        raise BloatlabError(f"{root} is a nic run: the live view follows emulated runs and sweeps; its report: "
+                            f"bloatlab report {root}", field="DIR")
     server = serve(root, args.listen, allow_remote=args.allow_remote)
     print(f"bloatlab view: {server.url}", flush=True)  # the first line: what `run --live` reads
     lower_priority()
@@ -40,6 +44,14 @@ def cmd_view(args: argparse.Namespace) -> int:
             server.server_close()
     emit(args, {"url": server.url, "dir": str(root)})
     return 0
+
+
+def _kind(path: Path) -> str | None:
+    try:
+        doc = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return doc.get("kind") if isinstance(doc, dict) else None
 
 
 def add_parsers(commands: argparse._SubParsersAction) -> None:

@@ -112,8 +112,11 @@ def _namespaces() -> set[str]:
 def test_doctor_names_the_node_that_fails_its_check(cluster):
     shown = bloatlab("doctor", "--cluster", cluster.address, "--json", timeout=180)
     assert shown.returncode == 1, shown.stderr  # one node would be left out of a sweep
-    nodes = {n["name"]: n for n in json.loads(shown.stdout)["nodes"]}
+    doc = json.loads(shown.stdout)
+    nodes = {n["name"]: n for n in doc["nodes"]}
     assert set(nodes) == set(NODES)
+    # A test cluster on loopback, started as `ray start` starts one: nothing guards it.
+    assert doc["trust"] == {"tls": False, "token": False, "exposed": []}
     assert nodes["bloatlab-test-a"]["ok"] and nodes["bloatlab-test-b"]["ok"]
     bad = nodes["bloatlab-test-bad"]
     assert not bad["ok"] and "bloatlab-link unusable" in bad["problems"][0] and "/nonexistent" in bad["problems"][0]
@@ -132,6 +135,7 @@ def test_a_sweep_comes_back_as_a_local_sweep_with_each_run_naming_its_node(clust
     out, done = cluster_sweep
     assert done.returncode == 0, done.stdout + done.stderr
     assert "left out bloatlab-test-bad: bloatlab-link unusable" in done.stdout
+    assert "warning: trust: no TLS and no token: anyone who reaches its ports runs code as root" in done.stderr
     assert "4 of 4 runs complete" in done.stdout
     sweep = load_sweep(out)
     assert sorted((p.label, r.rep) for p in sweep.points for r in p.runs) == [

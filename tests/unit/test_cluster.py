@@ -94,3 +94,23 @@ def test_a_run_comes_back_whole_and_an_archive_cannot_write_outside_its_run(tmp_
     with pytest.raises(tarfile.TarError):
         cluster.unpack(evil.getvalue(), tmp_path / "sweep" / "rep2")
     assert not (tmp_path / "outside.txt").exists()
+
+
+def _node(address: str) -> NodeCheck:
+    return NodeCheck("id", address, address, 1.0)
+
+
+@pytest.mark.parametrize("env, head_address, nodes, guarded, exposed", [
+    ({}, "127.0.0.1:6379", ["127.0.0.1"], False, ()),
+    ({"RAY_USE_TLS": "1"}, "10.0.0.1:6379", ["10.0.0.2", "192.168.1.9"], True, ()),
+    ({"RAY_USE_TLS": "true"}, "8.8.8.8:6379", ["10.0.0.2"], True, ("8.8.8.8",)),
+    ({"RAY_AUTH_MODE": "token"}, "[::1]:6379", ["1.1.1.1", "fd00::2", "203.0.113.5"], True, ("1.1.1.1",)),
+    ({"RAY_USE_TLS": "0"}, "localhost:6379", ["?"], False, ()),
+])
+def test_the_clusters_trust_is_its_guard_and_its_addresses(env, head_address, nodes, guarded, exposed):
+    t = cluster.trust(head_address, [_node(a) for a in nodes], env)
+    assert t.guarded == guarded and t.exposed == exposed
+    line = t.line()
+    assert line.startswith("trust: ") and "docs/cluster.md" in line
+    assert ("anyone who reaches its ports runs code as root" in line) == (not guarded)
+    assert ("reachable from the internet" in line) == bool(exposed)

@@ -26,8 +26,9 @@ def _cluster(args: argparse.Namespace) -> int:
         checks = cluster.check_nodes(ray)
     finally:
         cluster.disconnect()
-    emit(args, {"address": args.cluster, "nodes": [c.to_dict() for c in checks]},
-         cluster.render_checks(checks, args.cluster))
+    trust = cluster.trust(args.cluster, checks)
+    emit(args, {"address": args.cluster, "nodes": [c.to_dict() for c in checks], "trust": trust.to_dict()},
+         cluster.render_checks(checks, args.cluster) + "\n" + trust.line())
     return 0 if checks and all(c.ok for c in checks) else 1
 
 

@@ -165,6 +165,9 @@ def _cluster_executor(address: str, duration_s: float, quiet: bool) -> Executor:
     checks = cluster.check_nodes(ray)
     if not quiet or not all(c.ok for c in checks):
         print(cluster.render_checks(checks, address), flush=True)
+    trust = cluster.trust(address, checks)
+    if not trust.guarded or trust.exposed:  # its runs are root on every node: say what guards them
+        print(f"warning: {trust.line()}", file=sys.stderr, flush=True)
     if not any(c.ok for c in checks):
         cluster.disconnect()
         raise BloatlabError(f"no node of the Ray cluster at {address} can run bloatlab (above: why); "

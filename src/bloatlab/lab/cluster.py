@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import collections
 import io
+import ipaddress
 import logging
 import os
 import signal
@@ -25,7 +26,7 @@ import socket
 import tarfile
 import tempfile
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -229,6 +230,51 @@ def check_nodes(ray: Any, timeout_s: float = CHECK_TIMEOUT_S) -> list[NodeCheck]
                               f"install bloatlab {__version__} there")
         c.problems += c.facts.get("problems", [])
     return checks
+
+
+@dataclass(frozen=True)
+class Trust:
+    """What guards the cluster (docs/cluster.md, Trust): whether this machine speaks to it with
+    Ray's mutual TLS or its token (then the cluster requires it: a plain client would not have
+    connected), and which of the head's and the nodes' addresses the internet routes: reachable
+    from beyond the lab."""
+
+    tls: bool
+    token: bool
+    exposed: tuple[str, ...]
+
+    @property
+    def guarded(self) -> bool:
+        return self.tls or self.token
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"tls": self.tls, "token": self.token, "exposed": list(self.exposed)}
+
+    def line(self) -> str:
+        guard = ("mutual TLS" if self.tls else "") + (" and " if self.tls and self.token else "") + \
+            ("a token" if self.token else "")
+        said = f"guarded by {guard}" if self.guarded else "no TLS and no token: anyone who reaches its ports runs code as root on its nodes"
+        where = (f"; reachable from the internet at {', '.join(self.exposed)}" if self.exposed
+                 else "; on loopback or private addresses only")
+        return f"trust: {said}{where} (docs/cluster.md, Trust)"
+
+
+def _public(host: str) -> bool:
+    """An address (or a name, resolved) that the internet routes: not loopback, private, link-local
+    or reserved (IANA's special-purpose registry, as ipaddress reads it)."""
+    try:
+        found = {info[4][0].split("%")[0] for info in socket.getaddrinfo(host, None)}
+    except (OSError, UnicodeError):
+        return False  # no address: nothing to say of it
+    return any(ipaddress.ip_address(a).is_global for a in found)
+
+
+def trust(address: str, checks: Sequence[NodeCheck], env: Mapping[str, str] = os.environ) -> Trust:
+    host, _ = head(address)
+    addresses = [host, *(c.address for c in checks)]
+    return Trust(tls=env.get("RAY_USE_TLS", "0").strip().lower() in ("1", "true"),
+                 token=env.get("RAY_AUTH_MODE", "").strip().lower() == "token",
+                 exposed=tuple(dict.fromkeys(a for a in addresses if a and a != "?" and _public(a))))
 
 
 def render_checks(checks: Sequence[NodeCheck], address: str) -> str:

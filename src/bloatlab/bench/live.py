@@ -13,13 +13,13 @@ from __future__ import annotations
 
 import http.client
 import json
-import os
 import threading
 import time
 from pathlib import Path
 from typing import Any, Callable
 from urllib.parse import urlsplit
 
+from bloatlab.bench.link import cpu_seconds
 from bloatlab.errors import MachineError
 from bloatlab.live.address import DEFAULT_LISTEN
 from bloatlab.live.child import ViewProcess
@@ -69,12 +69,6 @@ class _Reader:
             conn.close()
 
 
-def _cpu_s(pid: int) -> float:
-    """A process's user and system time so far."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def _figures(run_dir: Path) -> dict[str, float | None]:
     summary = read_summary(run_dir)
     if summary is None:
@@ -106,13 +100,13 @@ def run_live_bench(duration: str, repeat: int, out_dir: Path, say: Callable[[str
             if mode == "followed":
                 live = ViewProcess(run_dir, DEFAULT_LISTEN, allow_remote=False)
                 reader = _Reader(live.url)
-                cpu0 = _cpu_s(live.child.pid)
+                cpu0 = cpu_seconds(live.child.pid)
             started = time.monotonic()
             try:
                 outcome = run_experiment(exp, run_dir, progress=False)
             finally:
                 wall = time.monotonic() - started
-                cpu = _cpu_s(live.child.pid) - cpu0 if live is not None else None
+                cpu = cpu_seconds(live.child.pid) - cpu0 if live is not None else None
                 if live is not None:
                     live.close()
             if outcome.interrupted:

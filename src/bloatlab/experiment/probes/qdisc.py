@@ -430,7 +430,7 @@ class _NetlinkError(Exception):
 # Sampling ---------------------------------------------------------------------------------
 
 CSV_HEADER = "t_s,iface,kind,qlen_pkts,backlog_bytes,drops\n"
-FLUSH_EVERY_S = 0.5  # the samples reach the file at least this often, for a reader following it
+FLUSH_EVERY_S = 0.2  # the samples reach the file at least this often: within the live view's hold (live/follow.py HOLD_S)
 
 
 class QdiscSampler:

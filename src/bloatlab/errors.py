@@ -17,6 +17,9 @@ class BloatlabError(Exception):
     def __str__(self) -> str:
         return f"{self.field}: {self.message}" if self.field else self.message
 
+    def __reduce__(self):  # pickled with its field (a run's process on a cluster node sends it back)
+        return type(self), (self.message, self.field)
+
 
 class SpecError(BloatlabError):
     """A topology or experiment file (or a --set) that does not validate."""

@@ -42,6 +42,9 @@ class CommandError(MachineError):
         self.stderr = stderr
         self.returncode = returncode
 
+    def __reduce__(self):
+        return type(self), (self.argv, self.stderr, self.returncode)
+
 
 def in_namespace(ns: str | None, argv: Sequence[str]) -> list[str]:
     """The argv that runs `argv` inside namespace `ns` (as it is, for None)."""

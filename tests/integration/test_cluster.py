@@ -71,13 +71,35 @@ class Cluster:
             assert time.monotonic() < deadline, f"ray start of {name} is slow:\n{log.read_text()[-3000:]}"
             time.sleep(0.5)
 
-    def stop(self) -> None:
+    def ray_stop(self, name: str) -> None:
+        """As `ray stop` ends a node: SIGTERM to each of its processes (its `ray start`, and what
+        that started: the raylet, the workers, ...), found by parentage from our pid."""
+        children: dict[int, list[int]] = {}
+        for entry in Path("/proc").iterdir():
+            if entry.name.isdigit():
+                try:
+                    ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+                except (OSError, IndexError, ValueError):
+                    continue
+                children.setdefault(ppid, []).append(int(entry.name))
+        tree, todo = [], [self.nodes[name].pid]
+        while todo:
+            pid = todo.pop()
+            tree.append(pid)
+            todo += children.get(pid, [])
+        for pid in tree:
+            try:
+                os.kill(pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+
+    def stop(self, grace_s: float = 45) -> None:
         """Every node by its pid (SIGTERM: it drains and ends what it started), in reverse."""
         for name, node in reversed(self.nodes.items()):
             if node.poll() is None:
                 node.send_signal(signal.SIGTERM)
                 try:
-                    node.wait(timeout=45)
+                    node.wait(timeout=grace_s)
                 except subprocess.TimeoutExpired:
                     os.killpg(node.pid, signal.SIGKILL)
                     node.wait(timeout=10)
@@ -257,3 +279,72 @@ def test_a_calibration_runs_its_trials_on_the_nodes_and_gives_the_path_back(clus
     for trial in doc["trials"]:
         assert json.loads((Path(trial["run_dir"]) / "run.json").read_text())["cluster"]["node"] in NODES[:2]
     assert not _namespaces()
+
+
+def _leftovers() -> dict[str, list[str]]:
+    """What a run on a node may leave: its namespaces, its processes (the run's own, its
+    datapath), its temporary directory. A zombie is dead (init here reaps orphans late)."""
+    procs = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
+                line = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            except (OSError, IndexError):
+                continue
+            if state != "Z" and ("bloatlab.lab.cluster" in line or "bloatlab-link" in line):
+                procs.append(f"{entry.name} {line.strip()}")
+    return {"namespaces": sorted(_namespaces()), "processes": procs,
+            "dirs": [str(p) for p in Path(tempfile.gettempdir()).glob("bloatlab-cluster-*")]}
+
+
+def _start_long_sweep(address: str, out: Path) -> subprocess.Popen:
+    """A sweep of one 60 s run, returned once its run has built its network on a node."""
+    sweep = subprocess.Popen([sys.executable, "-m", "bloatlab", "run", "--preset", "cs244", "--set", "duration=60s", "--sweep", "maxq=20",
+                              "--cluster", address, "--out", str(out), "-q"],
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    deadline = time.monotonic() + 120
+    while not (_namespaces() and _leftovers()["processes"]):
+        assert sweep.poll() is None, sweep.communicate()[0]
+        assert time.monotonic() < deadline, "no run started on the cluster"
+        time.sleep(0.2)
+    time.sleep(1)
+    return sweep
+
+
+def _gone_within(seconds: float) -> float:
+    """How long it took for a run's leftovers to go; fails with what is left after `seconds`."""
+    started = time.monotonic()
+    while (left := _leftovers()) != {"namespaces": [], "processes": [], "dirs": []}:
+        assert time.monotonic() - started < seconds, f"left after {seconds:g} s: {left}"
+        time.sleep(0.2)
+    return time.monotonic() - started
+
+
+def test_a_run_whose_sweep_is_killed_stops_within_seconds_and_leaves_nothing(cluster, tmp_path):
+    """Ray kills a task's worker, and the worker's children, with SIGKILL when the sweep that
+    owns the task dies: the run's process, not the worker's child, sees the worker gone and
+    takes the network down."""
+    sweep = _start_long_sweep(cluster.address, tmp_path / "sweep")
+    sweep.kill()
+    sweep.communicate()
+    assert _gone_within(10) < 10
+
+
+def test_nothing_outlives_a_nodes_ray_stop(tmp_path):
+    """`ray stop` (SIGTERM to a node's ray processes) during a run: the run stops and takes its
+    network down, on a cluster of its own (the module's keeps its nodes)."""
+    own = Cluster()
+    try:
+        own.start("bloatlab-test-stop")
+        sweep = _start_long_sweep(own.address, tmp_path / "sweep")
+        try:
+            own.ray_stop("bloatlab-test-stop")
+            assert _gone_within(10) < 10
+        finally:
+            sweep.kill()
+            sweep.communicate()
+    finally:
+        own.stop(grace_s=5)  # its raylet is gone: `ray start` only waits out its drain
+        subprocess.run(["rm", "-rf", str(own.temp)], check=False)
+        assert not _ours(own.temp)

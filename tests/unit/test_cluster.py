@@ -96,6 +96,32 @@ def test_a_run_comes_back_whole_and_an_archive_cannot_write_outside_its_run(tmp_
     assert not (tmp_path / "outside.txt").exists()
 
 
+def _archive(files: dict[str, bytes]) -> bytes:
+    out = io.BytesIO()
+    with tarfile.open(fileobj=out, mode="w:gz") as tar:
+        for name, data in files.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    return out.getvalue()
+
+
+def test_an_archive_of_too_many_files_or_more_than_the_disk_keeps_free_is_refused_whole(tmp_path, monkeypatch):
+    monkeypatch.setattr(cluster, "MAX_MEMBERS", 5)
+    with pytest.raises(tarfile.TarError, match="more than 5 files"):
+        cluster.unpack(_archive({f"f{i}": b"x" for i in range(6)}), tmp_path / "many")
+    assert not any((tmp_path / "many").iterdir())  # nothing written: refused before extraction
+    cluster.unpack(_archive({f"f{i}": b"x" for i in range(5)}), tmp_path / "five")
+    assert len(list((tmp_path / "five").iterdir())) == 5
+
+    import shutil
+    # 1 MB where the disk must keep all but 0.5 MB of what it has free
+    monkeypatch.setattr(cluster, "DISK_RESERVE_BYTES", shutil.disk_usage(tmp_path).free - 500_000)
+    with pytest.raises(tarfile.TarError, match="would leave less than"):
+        cluster.unpack(_archive({"capture.pcapng": bytes(1_000_000)}), tmp_path / "big")
+    assert not any((tmp_path / "big").iterdir())
+
+
 def _node(address: str) -> NodeCheck:
     return NodeCheck("id", address, address, 1.0)
 

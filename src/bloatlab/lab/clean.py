@@ -4,17 +4,27 @@ registered, once no network holds it) and the TCP probe's tracefs instances. The
 `bloatlab nic` are kept: `bloatlab nic restore` needs them.
 
     clean_orphans  what no live process owns: a killed run's network and probes, a tool's
-                   namespace whose process is gone; the networks of live runs and of
+                   namespace whose process is gone, the temporary directory of a cluster
+                   node's run whose worker is gone; the networks of live runs and of
                    `bloatlab up` stay (`bloatlab clean`)
     clean          everything bloatlab made, live or not (`bloatlab clean --all`)
 """
 
 from __future__ import annotations
 
+import shutil
+import tempfile
+from pathlib import Path
+
+from bloatlab import proc
 from bloatlab.errors import BloatlabError
 from bloatlab.experiment.probes.tcp import instance_runs, remove_stale_instances
 from bloatlab.testbed import state
 from bloatlab.testbed.network import clean_networks, clean_orphaned_networks
+
+# A cluster node's run writes into a temporary directory named for its Ray worker's pid
+# (lab/cluster.py), sent back and removed when the run ends.
+CLUSTER_TMP_PREFIX = "bloatlab-cluster-"
 
 
 def clean(errors: list[BloatlabError]) -> list[str]:
@@ -29,7 +39,17 @@ def clean_orphans(errors: list[BloatlabError]) -> tuple[list[str], list[state.Ne
     removed, spared = clean_orphaned_networks(errors)
     live = {st.name for st in spared}
     removed += remove_stale_instances(runs=[run for run in instance_runs() if run not in live])
-    return removed, spared
+    return removed + _remove_dead_cluster_dirs(), spared
+
+
+def _remove_dead_cluster_dirs() -> list[str]:
+    removed = []
+    for path in Path(tempfile.gettempdir()).glob(f"{CLUSTER_TMP_PREFIX}*"):
+        pid = path.name[len(CLUSTER_TMP_PREFIX):].split("-")[0]
+        if pid.isdigit() and not proc.alive(int(pid), None):
+            shutil.rmtree(path, ignore_errors=True)
+            removed.append(str(path))
+    return removed
 
 
 def describe(st: state.NetworkState) -> str:

@@ -23,6 +23,7 @@ import logging
 import os
 import signal
 import socket
+import sys
 import tarfile
 import tempfile
 import time
@@ -32,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from bloatlab.errors import BloatlabError, MachineError
+from bloatlab.lab.clean import CLUSTER_TMP_PREFIX
 from bloatlab.lab.executors import Done, Executor, Job, RunOne, RunResult, Tick
 from bloatlab.results.summary import RunSummary
 from bloatlab.version import __version__
@@ -41,7 +43,6 @@ MAX_ATTEMPTS = 3  # a run's tries, on different nodes where the cluster has them
 CHECK_TIMEOUT_S = 120.0  # a node that has not answered its check by then is left out
 CONNECT_TIMEOUT_S = 5.0
 STOP_GRACE_S = 20.0  # a cancelled run's time to take its network down before its worker is killed
-TMP_PREFIX = "bloatlab-cluster-"
 START_HINT = ("start one with: ray start --head --resources='{\"bloatlab_testbed\": 1}' "
               "(docs/cluster.md)")
 
@@ -116,18 +117,10 @@ def _check_here() -> dict[str, Any]:
 
 def _clean_here() -> list[str]:
     """What dead runs left on this node: their networks, probes and temporary directories."""
-    import shutil
-
-    from bloatlab import proc
     from bloatlab.lab.clean import clean_orphans
 
     errors: list[BloatlabError] = []
     removed, _ = clean_orphans(errors)
-    for path in Path(tempfile.gettempdir()).glob(f"{TMP_PREFIX}*"):
-        pid = path.name[len(TMP_PREFIX):].split("-")[0]
-        if pid.isdigit() and not proc.alive(int(pid), None):
-            shutil.rmtree(path, ignore_errors=True)
-            removed.append(str(path))
     return removed + [f"not removed: {e}" for e in errors]
 
 
@@ -139,16 +132,15 @@ def _run_here(run_one: RunOne, values: dict[str, Any], rep: int) -> dict[str, An
     # schedule. The run takes a local run's priority (root may), and gives it back.
     niceness = os.getpriority(os.PRIO_PROCESS, 0)
     os.setpriority(os.PRIO_PROCESS, 0, 0)
-    # Ray's workers block SIGINT and ignore it, and both stay so across exec: iperf3 and the
-    # servers would not stop on it (no summary, 3 s lost waiting for each). Unblocked and
-    # handled here instead, it also lets ray.cancel's KeyboardInterrupt (interrupt_main, a
-    # no-op on an ignored signal) stop the run as Ctrl-C does, its network taken down.
+    # Ray's workers block SIGINT and ignore it, and both stay so across exec: the run's process
+    # would not stop on it. Unblocked and handled here instead, it also lets ray.cancel's
+    # KeyboardInterrupt (interrupt_main, a no-op on an ignored signal) reach this function.
     sigint = signal.signal(signal.SIGINT, signal.default_int_handler)
     blocked = signal.pthread_sigmask(signal.SIG_UNBLOCK, [signal.SIGINT])
     try:
-        with tempfile.TemporaryDirectory(prefix=f"{TMP_PREFIX}{os.getpid()}-") as tmp:
+        with tempfile.TemporaryDirectory(prefix=f"{CLUSTER_TMP_PREFIX}{os.getpid()}-") as tmp:
             run_dir = Path(tmp) / "run"
-            result = run_one(values, rep, run_dir, lambda _s: None)
+            result = _in_run_process(run_one, values, rep, run_dir)
             archive = io.BytesIO()
             with tarfile.open(fileobj=archive, mode="w:gz", compresslevel=1) as tar:
                 if run_dir.exists():
@@ -161,6 +153,115 @@ def _run_here(run_one: RunOne, values: dict[str, Any], rep: int) -> dict[str, An
     summary = result.summary.to_dict() if result.summary is not None else None
     return {"result": {**asdict(replace(result, summary=None)), "summary": summary}, "archive": archive.getvalue(),
             "node": node_facts()}
+
+
+def _in_run_process(run_one: RunOne, values: dict[str, Any], rep: int, run_dir: Path) -> RunResult:
+    """run_one in a process of its own (`python -m bloatlab.lab.cluster`), which is not this
+    worker's child. When the sweep that owns a task dies, or the node stops (`ray stop`), the
+    raylet kills the task's worker and the worker's children with SIGKILL: a run inside them
+    would leave its network behind. The run's process sees the worker gone and stops as Ctrl-C
+    stops a run, its network taken down."""
+    import pickle
+    import subprocess
+
+    from bloatlab import proc
+
+    answer = run_dir.parent / "result.pickle"
+    # The command forks the run's process, says its pid and ends: the run is then init's child.
+    starter = proc.spawn([sys.executable, "-m", __name__, str(os.getpid()), str(answer)], stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE, start_new_session=True)
+    with starter.stdin, starter.stdout:  # type: ignore[union-attr]
+        starter.stdin.write(_pickled((run_one, values, rep, run_dir)))  # type: ignore[union-attr]
+        starter.stdin.close()  # type: ignore[union-attr]
+        said = starter.stdout.readline()  # type: ignore[union-attr]
+    starter.wait()
+    if not said.strip().isdigit():
+        raise RuntimeError(f"the run's process did not start (status {starter.returncode})")
+    pid = int(said)
+    ended = os.pidfd_open(pid)
+    try:
+        try:
+            _wait_readable(ended, None)
+        except BaseException:  # ray.cancel's KeyboardInterrupt: the run stops as Ctrl-C stops it
+            os.kill(pid, signal.SIGINT)
+            _wait_readable(ended, STOP_GRACE_S)
+            raise
+    finally:
+        os.close(ended)
+    try:
+        outcome, value = pickle.loads(answer.read_bytes())
+    except (OSError, EOFError, pickle.UnpicklingError) as e:
+        raise RuntimeError(f"the run's process ended with no result ({e})") from None
+    if outcome == "error":
+        raise value
+    return value
+
+
+def _pickled(job: tuple[Any, ...]) -> bytes:
+    """The job as pickle sends it, by name; a function pickle cannot name (one defined inside
+    another, as Ray itself sends by value) with Ray's cloudpickle, which plain pickle loads."""
+    import pickle
+
+    try:
+        return pickle.dumps(job)
+    except (pickle.PicklingError, AttributeError, TypeError):
+        return _ray().cloudpickle.dumps(job)
+
+
+def _wait_readable(fd: int, timeout_s: float | None) -> bool:
+    """Until a pidfd says its process ended (True), or timeout_s passes; in short waits, so that
+    ray.cancel's KeyboardInterrupt, raised only between bytecodes, comes through."""
+    import select
+
+    deadline = None if timeout_s is None else time.monotonic() + timeout_s
+    while deadline is None or time.monotonic() < deadline:
+        if select.select([fd], [], [], 0.2)[0]:
+            return True
+    return False
+
+
+def _run_process_main(worker: int, answer: Path) -> None:
+    """A run's process: its job from stdin; forked away from the starter, which says its pid
+    and ends; the result (or what it raised) into `answer`."""
+    import pickle
+    import shutil
+    import threading
+
+    run_one, values, rep, run_dir = pickle.loads(sys.stdin.buffer.read())
+    worker_fd = os.pidfd_open(worker)
+    if os.fork():
+        os._exit(0)  # the starter; its child's pid goes out below, from the child itself
+    print(os.getpid(), flush=True)
+    os.close(1)
+    os.open(os.devnull, os.O_WRONLY)  # fd 1 again: later prints reach nobody, and no pipe stays open
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, [signal.SIGINT])
+    main = threading.main_thread().ident
+    orphaned, ended = threading.Event(), threading.Event()
+
+    def watch() -> None:  # the worker gone (killed with its task, or by `ray stop`): stop the run
+        signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGINT])  # a SIGINT is the main thread's
+        _wait_readable(worker_fd, None)
+        orphaned.set()
+        if not ended.is_set():
+            signal.pthread_kill(main, signal.SIGINT)
+
+    threading.Thread(target=watch, name="worker-watch", daemon=True).start()
+    try:
+        outcome: tuple[str, Any] = ("ok", run_one(values, rep, run_dir, lambda _s: None))
+    except KeyboardInterrupt:
+        outcome = ("ok", RunResult(False, None, "interrupted", stop=True))
+    except BaseException as e:
+        outcome = ("error", e)
+    ended.set()
+    if orphaned.is_set():  # nobody will take the results: the worker's directory goes too
+        shutil.rmtree(run_dir.parent, ignore_errors=True)
+        return
+    try:
+        data = pickle.dumps(outcome)
+    except Exception as e:  # an exception that does not pickle: its line
+        data = pickle.dumps(("error", RuntimeError(_first_line(outcome[1]) if outcome[0] == "error" else str(e))))
+    answer.write_bytes(data)
 
 
 # The nodes ------------------------------------------------------------------------------
@@ -471,11 +572,30 @@ class ClusterExecutor(Executor):
 
 # The sweep's directory ----------------------------------------------------------------------
 
+# What a node may send back: a run writes a few dozen files, and its captures are as large as
+# its spec allows, so the size is bounded by the disk, not by a figure of ours.
+MAX_MEMBERS = 10_000
+DISK_RESERVE_BYTES = 512 << 20  # left free on the sweep's disk
+
+
 def unpack(archive: bytes, run_dir: Path) -> None:
-    """A run's files from its node, into its directory of the sweep."""
+    """A run's files from its node, into its directory of the sweep; refused (tarfile.TarError)
+    when they are more than MAX_MEMBERS or would leave the disk under DISK_RESERVE_BYTES free."""
+    import shutil
+
     run_dir.mkdir(parents=True, exist_ok=True)
     with tarfile.open(fileobj=io.BytesIO(archive), mode="r:gz") as tar:
-        tar.extractall(run_dir, filter="data")  # no path leaves run_dir, no device or link outside
+        members, size = [], 0
+        for member in tar:  # sizes as the headers declare them: extraction writes no more
+            members.append(member)
+            size += member.size
+            if len(members) > MAX_MEMBERS:
+                raise tarfile.TarError(f"more than {MAX_MEMBERS} files")
+        free = shutil.disk_usage(run_dir).free
+        if size > free - DISK_RESERVE_BYTES:
+            raise tarfile.TarError(f"{size / 1e6:.0f} MB would leave less than {DISK_RESERVE_BYTES >> 20} MiB free "
+                                   f"under {run_dir}")
+        tar.extractall(run_dir, members=members, filter="data")  # no path leaves run_dir, no device or link outside
 
 
 def record_node(run_dir: Path, node: dict[str, Any]) -> None:
@@ -483,3 +603,7 @@ def record_node(run_dir: Path, node: dict[str, Any]) -> None:
     from bloatlab.results.files import RunDir
 
     RunDir(run_dir).update_json("run.json", {"cluster": node})
+
+
+if __name__ == "__main__":  # a run's process on a node (_in_run_process)
+    _run_process_main(int(sys.argv[1]), Path(sys.argv[2]))

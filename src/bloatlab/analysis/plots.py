@@ -526,11 +526,22 @@ def _dualpi2_totals(run: Run, link: str) -> str:
     return f"{link}{end}\nover the run, CE marks: {marked}; drops: {dropped}"
 
 
+_warmed = False
+
+
 def warm() -> None:
     """Draw, to nothing, a figure with what the real ones hold (two panels, every printable
     character at each size they use, each kind of line, a box plot, a legend beside), so that
     the first real one does not pay for loading fonts, caching glyphs and the code paths' first
-    use (0.14-0.37 s of CPU over a run's seven figures here); a fork inherits it all."""
+    use (0.14-0.37 s of CPU over a run's seven figures here); a fork inherits it all.
+
+    Once per process: matplotlib caches a font per thread (up to 64), and a sweep warms from a
+    new thread each run, so every run kept two more open font files and ~5 MB that no figure
+    used (bench soak found it)."""
+    global _warmed
+    if _warmed:
+        return
+    _warmed = True
     import io
     import string
 

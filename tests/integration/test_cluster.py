@@ -348,3 +348,37 @@ def test_nothing_outlives_a_nodes_ray_stop(tmp_path):
         own.stop(grace_s=5)  # its raylet is gone: `ray start` only waits out its drain
         subprocess.run(["rm", "-rf", str(own.temp)], check=False)
         assert not _ours(own.temp)
+
+
+def _tls_files(where: Path) -> dict[str, str]:
+    """A CA and a certificate it signed for this machine's loopback, with openssl: Ray's TLS
+    settings (docs/cluster.md, Trust), as every node and the sweep's machine would have them."""
+    def openssl(*argv: str) -> None:
+        subprocess.run(["openssl", *argv], check=True, capture_output=True, timeout=60)
+
+    ca_key, ca, key, csr, cert = (str(where / n) for n in ("ca.key", "ca.crt", "node.key", "node.csr", "node.crt"))
+    openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=bloatlab-test-ca",
+            "-keyout", ca_key, "-out", ca)
+    openssl("req", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=127.0.0.1", "-keyout", key, "-out", csr)
+    # Ray's processes reach one another at the address it picks for the node (not loopback)
+    (where / "san.ext").write_text(f"subjectAltName=IP:127.0.0.1,IP:{ray.util.get_node_ip_address()},DNS:localhost\n")
+    openssl("x509", "-req", "-in", csr, "-CA", ca, "-CAkey", ca_key, "-CAcreateserial", "-days", "1",
+            "-extfile", str(where / "san.ext"), "-out", cert)
+    return {"RAY_USE_TLS": "1", "RAY_TLS_SERVER_CERT": cert, "RAY_TLS_SERVER_KEY": key, "RAY_TLS_CA_CERT": ca}
+
+
+def test_a_cluster_with_rays_tls_is_checked_and_reported_as_guarded(tmp_path):
+    tls = _tls_files(tmp_path)
+    own = Cluster()
+    try:
+        own.start("bloatlab-test-tls", env=tls)
+        shown = subprocess.run([sys.executable, "-m", "bloatlab", "doctor", "--cluster", own.address, "--json"],
+                               capture_output=True, text=True, timeout=180, env={**os.environ, **tls})
+        assert shown.returncode == 0, shown.stdout + shown.stderr
+        doc = json.loads(shown.stdout)
+        assert doc["trust"] == {"tls": True, "token": False, "exposed": []}
+        assert [n["name"] for n in doc["nodes"] if n["ok"]] == ["bloatlab-test-tls"]
+    finally:
+        own.stop(grace_s=10)
+        subprocess.run(["rm", "-rf", str(own.temp)], check=False)
+        assert not _ours(own.temp)

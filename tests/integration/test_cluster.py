@@ -298,11 +298,11 @@ def _leftovers() -> dict[str, list[str]]:
             "dirs": [str(p) for p in Path(tempfile.gettempdir()).glob("bloatlab-cluster-*")]}
 
 
-def _start_long_sweep(address: str, out: Path) -> subprocess.Popen:
+def _start_long_sweep(address: str, out: Path, env: dict[str, str] | None = None) -> subprocess.Popen:
     """A sweep of one 60 s run, returned once its run has built its network on a node."""
-    sweep = subprocess.Popen([sys.executable, "-m", "bloatlab", "run", "--preset", "cs244", "--set", "duration=60s", "--sweep", "maxq=20",
-                              "--cluster", address, "--out", str(out), "-q"],
-                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    sweep = subprocess.Popen([sys.executable, "-m", "bloatlab", "run", "--preset", "cs244", "--set", "duration=60s",
+                              "--sweep", "maxq=20", "--cluster", address, "--out", str(out), "-q"],
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env={**os.environ, **(env or {})})
     deadline = time.monotonic() + 120
     while not (_namespaces() and _leftovers()["processes"]):
         assert sweep.poll() is None, sweep.communicate()[0]
@@ -331,25 +331,6 @@ def test_a_run_whose_sweep_is_killed_stops_within_seconds_and_leaves_nothing(clu
     assert _gone_within(10) < 10
 
 
-def test_nothing_outlives_a_nodes_ray_stop(tmp_path):
-    """`ray stop` (SIGTERM to a node's ray processes) during a run: the run stops and takes its
-    network down, on a cluster of its own (the module's keeps its nodes)."""
-    own = Cluster()
-    try:
-        own.start("bloatlab-test-stop")
-        sweep = _start_long_sweep(own.address, tmp_path / "sweep")
-        try:
-            own.ray_stop("bloatlab-test-stop")
-            assert _gone_within(10) < 10
-        finally:
-            sweep.kill()
-            sweep.communicate()
-    finally:
-        own.stop(grace_s=5)  # its raylet is gone: `ray start` only waits out its drain
-        subprocess.run(["rm", "-rf", str(own.temp)], check=False)
-        assert not _ours(own.temp)
-
-
 def _tls_files(where: Path) -> dict[str, str]:
     """A CA and a certificate it signed for this machine's loopback, with openssl: Ray's TLS
     settings (docs/cluster.md, Trust), as every node and the sweep's machine would have them."""
@@ -367,7 +348,10 @@ def _tls_files(where: Path) -> dict[str, str]:
     return {"RAY_USE_TLS": "1", "RAY_TLS_SERVER_CERT": cert, "RAY_TLS_SERVER_KEY": key, "RAY_TLS_CA_CERT": ca}
 
 
-def test_a_cluster_with_rays_tls_is_checked_and_reported_as_guarded(tmp_path):
+def test_a_tls_cluster_is_reported_guarded_runs_a_sweep_and_nothing_outlives_its_ray_stop(tmp_path):
+    """A cluster of its own (the module's keeps its nodes), with Ray's TLS: doctor checks its
+    node through it and says so; a sweep runs on it; `ray stop` (SIGTERM to each of the node's
+    processes) during the run: the run stops and takes its network down."""
     tls = _tls_files(tmp_path)
     own = Cluster()
     try:
@@ -378,7 +362,15 @@ def test_a_cluster_with_rays_tls_is_checked_and_reported_as_guarded(tmp_path):
         doc = json.loads(shown.stdout)
         assert doc["trust"] == {"tls": True, "token": False, "exposed": []}
         assert [n["name"] for n in doc["nodes"] if n["ok"]] == ["bloatlab-test-tls"]
+
+        sweep = _start_long_sweep(own.address, tmp_path / "sweep", env=tls)
+        try:
+            own.ray_stop("bloatlab-test-tls")
+            assert _gone_within(10) < 10
+        finally:
+            sweep.kill()
+            sweep.communicate()
     finally:
-        own.stop(grace_s=10)
+        own.stop(grace_s=5)  # its raylet is gone: `ray start` only waits out its drain
         subprocess.run(["rm", "-rf", str(own.temp)], check=False)
         assert not _ours(own.temp)

@@ -28,7 +28,7 @@ BPF_TOOLS := clang:clang bpftool:bpftool /usr/include/bpf/bpf_helpers.h:libbpf-d
 BTF := /sys/kernel/btf/vmlinux
 BPF_DIR := target/bpf
 
-.PHONY: help setup packages build bpf venv test demo bench docs clean
+.PHONY: help setup packages build bpf venv test fuzz demo bench docs clean
 
 help: ## list the targets
 	@grep -E '^[a-z]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/^([a-z]+):.*## /\1\t/' \
@@ -117,6 +117,15 @@ test: packages build ## cargo test, the layers' import contract (lint-imports), 
 	@rc=0; PATH="$(dir $(CARGO)):$$PATH" $(VENV)/bin/python -m pytest -q --durations=25 tests || rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "make test: pytest collected no tests; that is a failure" >&2; exit 1; fi; \
 	exit $$rc
+
+# The fuzz targets' long campaign (docs/fuzzing.md); `make test` runs their short one. Each Rust
+# target runs FUZZ_CASES cases (proptest, in release); each Python target 100 times its short
+# campaign's examples (Hypothesis, random, failures kept in .hypothesis/ and tried first next time).
+FUZZ_CASES ?= 200000
+fuzz: packages build ## the fuzz targets' long campaign: proptest over the datapath's parsers and disciplines, Hypothesis over every Python parser of input (docs/fuzzing.md)
+	@$(MAKE) --no-print-directory venv EXTRAS=test,calibrate
+	PROPTEST_CASES=$(FUZZ_CASES) $(CARGO) test --release -p bloatlab-fuzz -- --nocapture --test-threads=1
+	BLOATLAB_FUZZ=long $(VENV)/bin/python -m pytest -q -p no:cacheprovider --hypothesis-show-statistics tests/fuzz
 
 DEMO_OUT ?= results/demo
 demo: setup ## the CS244 experiment at maxq 20 and 100 (60 s each): aggregate, plots, report.html

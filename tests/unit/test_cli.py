@@ -35,7 +35,7 @@ COMMANDS = list(leaves(build_parser()))
 def test_the_commands_are_all_there():
     names = {" ".join(words) for words, _ in COMMANDS}
     assert names == {"up", "exec", "ls", "down", "clean", "doctor", "run", "sweep", "view", "presets", "plot", "compare", "report", "export", "calibrate",
-                     "queues", "replay", "nic sweep", "nic restore", "nic serve", "bench link", "bench replay", "bench sim", "bench machine", "bench calibrate", "bench live",
+                     "queues", "replay", "nic sweep", "nic restore", "nic serve", "bench link", "bench replay", "bench sim", "bench machine", "bench calibrate", "bench live", "bench soak",
                      "completion"}
 
 
@@ -134,7 +134,7 @@ def test_bash_completion_completes_commands_options_and_choices(capsys):
     assert complete(script, ["bloatlab", "run", "--pre"]) == ["--preset"]
     assert complete(script, ["bloatlab", "nic", "sweep", "--js"]) == ["--json"]
     assert complete(script, ["bloatlab", "completion", ""]) == ["bash", "zsh"]
-    assert set(complete(script, ["bloatlab", "bench", ""])) == {"calibrate", "link", "live", "machine", "replay", "sim"}
+    assert set(complete(script, ["bloatlab", "bench", ""])) == {"calibrate", "link", "live", "machine", "replay", "sim", "soak"}
 
 
 def test_zsh_completion_is_a_compdef(capsys):

@@ -24,6 +24,16 @@ fn pad4(n: usize) -> usize {
     (n + 3) & !3
 }
 
+/// As much of `s` as an option holds: its length is 16 bits, so a longer string (a name from
+/// the config) is cut, at a character's boundary.
+fn option_str(s: &str) -> &str {
+    let mut end = s.len().min(u16::MAX as usize);
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    &s[..end]
+}
+
 /// Builds one block in place: type, length, body, options, length again.
 struct Block<'a> {
     out: &'a mut Vec<u8>,
@@ -74,10 +84,10 @@ impl<'a> Block<'a> {
 pub fn header(out: &mut Vec<u8>, application: &str, if_name: &str, if_description: &str, snaplen: u32) {
     let mut shb = Block::new(out, SHB);
     shb.u32(BYTE_ORDER_MAGIC).u16(1).u16(0).u64(u64::MAX); // version 1.0; section length unknown
-    shb.option(SHB_USERAPPL, application.as_bytes()).finish();
+    shb.option(SHB_USERAPPL, option_str(application).as_bytes()).finish();
     let mut idb = Block::new(out, IDB);
     idb.u16(LINKTYPE_ETHERNET).u16(0).u32(snaplen);
-    idb.option(IF_NAME, if_name.as_bytes()).option(IF_DESCRIPTION, if_description.as_bytes());
+    idb.option(IF_NAME, option_str(if_name).as_bytes()).option(IF_DESCRIPTION, option_str(if_description).as_bytes());
     idb.option(IF_TSRESOL, &[9]).finish(); // 10^-9 s: timestamps in nanoseconds
 }
 
@@ -103,7 +113,7 @@ pub fn packet_block_len(captured: usize, meta: &PacketMeta) -> usize {
         options += 12;
     }
     if let Some(c) = meta.comment {
-        options += 4 + pad4(c.len());
+        options += 4 + pad4(option_str(c).len());
     }
     if options > 0 {
         options += 4;
@@ -124,7 +134,7 @@ pub fn packet(out: &mut Vec<u8>, frame: &[u8], snaplen: u32, meta: &PacketMeta) 
         epb.option(EPB_PACKETID, &id.to_le_bytes());
     }
     if let Some(c) = meta.comment {
-        epb.option(OPT_COMMENT, c.as_bytes());
+        epb.option(OPT_COMMENT, option_str(c).as_bytes());
     }
     epb.finish();
 }
@@ -180,5 +190,29 @@ mod tests {
         let comment_at = 20 + 64 + 8 + 12; // frame padded to 64, flags, packet id
         assert_eq!(u32_at(epb, comment_at) & 0xffff, OPT_COMMENT as u32);
         assert_eq!(&epb[comment_at + 4..comment_at + 4 + 18], b"drop reason: codel");
+    }
+
+    /// Found by the fuzz target `link`: a string longer than 65535 bytes (a direction's name
+    /// from the config) had its length cut to 16 bits, so the option's length lied and the
+    /// rest of the block (and readers' view of the file) was garbage. Such a string is cut to
+    /// what an option holds, at a character's boundary.
+    #[test]
+    fn a_name_longer_than_an_option_holds_is_cut_whole() {
+        let name = "é".repeat(40_000); // 80 000 bytes
+        let mut b = Vec::new();
+        header(&mut b, "app", &name, "d", 128);
+        let meta = PacketMeta { comment: Some(&name), ..PacketMeta::default() };
+        let before = b.len();
+        packet(&mut b, &[1, 2, 3], 128, &meta);
+        assert_eq!(b.len() - before, packet_block_len(3, &meta));
+        let bl = blocks(&b);
+        // The interface's first option: if_name, 65534 bytes (32767 whole characters).
+        let idb = bl[1].1;
+        assert_eq!((u32_at(idb, 8) & 0xffff, u32_at(idb, 8) >> 16), (IF_NAME as u32, 65_534));
+        assert_eq!(&idb[12..12 + 65_534], &name.as_bytes()[..65_534]);
+        let next = 12 + 65_536;
+        assert_eq!(u32_at(idb, next) & 0xffff, IF_DESCRIPTION as u32, "the next option where the length says");
+        let epb = bl[2].1;
+        assert_eq!((u32_at(epb, 24) & 0xffff, u32_at(epb, 24) >> 16), (OPT_COMMENT as u32, 65_534), "after the frame, padded to 4");
     }
 }

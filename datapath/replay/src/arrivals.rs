@@ -8,6 +8,10 @@ use bloatlab_core::wire::{Ecn, SYNTHETIC_HEADER_BYTES};
 pub const MAX_SIZE_BYTES: u32 = 65535;
 /// The smallest: the Ethernet, IPv4 and UDP headers the replay gives each packet.
 pub const MIN_SIZE_BYTES: u32 = SYNTHETIC_HEADER_BYTES as u32;
+/// The latest arrival a replay takes: 2^62 ns, 146 years of virtual time (a trace stamped with
+/// CLOCK_REALTIME fits), and as many again before the link's own sums of times (delays,
+/// transmission times, timers) could pass 2^64.
+pub const MAX_T_NS: u64 = 1 << 62;
 
 /// One packet offered to the link.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -90,6 +94,9 @@ pub fn parse_csv(text: &[u8]) -> Result<Vec<Arrival>, String> {
             parse_uint(f).ok_or_else(|| format!("line {line_no}, column {}: {:?} is not a whole number >= 0", COLUMNS[k], String::from_utf8_lossy(f)))
         };
         let t_ns = get(0)?;
+        if t_ns > MAX_T_NS {
+            return Err(format!("line {line_no}, column t_ns: {t_ns} is above {MAX_T_NS} (2^62 ns, 146 years)"));
+        }
         if t_ns < last_t {
             return Err(format!("line {line_no}, column t_ns: {t_ns} comes before the previous line's {last_t}; times must not decrease"));
         }
@@ -180,11 +187,12 @@ impl Iterator for SyntheticIter {
             return None;
         }
         let k = self.k as u128;
-        let t_ns = match s.process {
+        // In 128 bits: the times of a long process at a low rate pass 2^64 ns.
+        let t_ns: u128 = match s.process {
             // The k-th packet at floor(k * gap): exact, whatever the number of packets.
-            Process::Constant => (k * s.gap_num / s.gap_den) as u64,
+            Process::Constant => k * s.gap_num / s.gap_den,
             Process::Poisson => {
-                let t = self.t_poisson as u64;
+                let t = self.t_poisson as u128;
                 // Inverse transform: -ln(U) is Exp(1) for U uniform in (0, 1].
                 let u = 1.0 - self.rng.next_f64();
                 self.t_poisson += -u.ln() * self.mean_gap_ns;
@@ -192,13 +200,16 @@ impl Iterator for SyntheticIter {
             }
             Process::OnOff { on_ns, off_ns } => {
                 // Constant spacing on a clock that only runs while on, mapped onto real time.
-                let on_clock = (k * s.gap_num / s.gap_den) as u64;
-                (on_clock / on_ns) * (on_ns + off_ns) + on_clock % on_ns
+                let on_clock = k * s.gap_num / s.gap_den;
+                let (on, off) = (on_ns as u128, off_ns as u128);
+                (on_clock / on) * (on + off) + on_clock % on
             }
         };
-        if s.duration_ns.is_some_and(|d| t_ns >= d) {
+        // The process ends where the replay's time does, if it has not ended before.
+        if t_ns > MAX_T_NS as u128 || s.duration_ns.is_some_and(|d| t_ns >= d as u128) {
             return None;
         }
+        let t_ns = t_ns as u64;
         let flow = match s.flow_ids {
             FlowIds::RoundRobin => (self.k % s.flows as u64) as u32,
             FlowIds::Random => self.rng.below_incl(s.flows as u64 - 1) as u32,
@@ -252,6 +263,38 @@ mod tests {
         assert_eq!(a[7].t_ns, 12_000_000, "7 gaps of 12/7 ms");
         assert_eq!(a[999].t_ns, (999u128 * 12_000_000_000_000 / 7_000_000) as u64);
         assert_eq!((a[0].flow, a[1].flow, a[2].flow, a[3].flow), (0, 1, 2, 0));
+    }
+
+    /// Found by the fuzz target `replay_input`: a time near 2^64 ns was accepted, and the link
+    /// then overflowed adding its delay or a transmission time to it (a panic in a debug build,
+    /// times that wrap in a release one).
+    #[test]
+    fn a_time_past_the_replays_is_refused() {
+        assert!(parse_csv(b"t_ns,size_bytes,flow,ecn\n4611686018427387904,100,1,0\n").is_ok(), "2^62 ns, the latest");
+        let e = parse_csv(b"t_ns,size_bytes,flow,ecn\n4611686018427387905,100,1,0\n").unwrap_err();
+        assert_eq!(e, "line 2, column t_ns: 4611686018427387905 is above 4611686018427387904 (2^62 ns, 146 years)");
+        assert!(parse_csv(b"t_ns,size_bytes,flow,ecn\n18446744073709551615,100,1,0\n").unwrap_err().starts_with("line 2, column t_ns:"));
+    }
+
+    /// Found by the fuzz target `replay_input`: on-off arrivals mapped the on clock onto real
+    /// time in 64 bits, and constant arrivals cut their 128-bit time to 64: a long off period
+    /// or a low rate overflowed (a panic in a debug build) or wrapped round to times that went
+    /// back. Times are exact in 128 bits now, and a process ends where the replay's time does.
+    #[test]
+    fn times_past_2_to_the_64_end_the_process_rather_than_wrap() {
+        let mut s = synth(Process::OnOff { on_ns: 1, off_ns: 183_615 }, 336_000_000_000, 1);
+        s.packets = Some(300);
+        let a: Vec<_> = s.iter().collect();
+        // Each packet fills a whole on period of 1 ns and the off period after it.
+        assert_eq!(a[1].t_ns, 336_000_000_000 * 183_616);
+        assert!(a.windows(2).all(|w| w[0].t_ns < w[1].t_ns) && a.last().unwrap().t_ns <= MAX_T_NS);
+        assert_eq!(a.len() as u64, MAX_T_NS / (336_000_000_000 * 183_616) + 1);
+        // 65535 bytes at 1 bit/s: 5.2 * 10^14 ns apart.
+        let mut s = synth(Process::Constant, 65_535 * 8 * 1_000_000_000, 1);
+        s.packets = Some(100_000);
+        let a: Vec<_> = s.iter().collect();
+        assert!(a.windows(2).all(|w| w[0].t_ns < w[1].t_ns));
+        assert_eq!(a.len() as u64, MAX_T_NS / (65_535 * 8 * 1_000_000_000) + 1);
     }
 
     #[test]

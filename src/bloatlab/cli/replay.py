@@ -22,7 +22,7 @@ from bloatlab.specs.units import parse_duration_ns, parse_percent, parse_rate, p
 
 def _cli_value(text: str) -> Any:
     """A queue setting as TOML would give it: 1000 -> int, 0.02 -> float, true -> bool, "5ms" stays."""
-    if re.fullmatch(r"\d+", text):
+    if re.fullmatch(r"\d{1,30}", text):  # longer stays text, which parse_queue refuses (int() takes 4300 digits)
         return int(text)
     if re.fullmatch(r"\d+\.\d*|\.\d+", text):
         return float(text)
@@ -47,13 +47,13 @@ def parse_queue_option(text: str, flag: str = "--queue") -> QueueSpec:
 def parse_count(text: str | None, flag: str, low: int = 1, high: int = 2**63 - 1) -> int | None:
     if text is None:
         return None
-    if not re.fullmatch(r"\d+", text) or not low <= int(text) <= high:
+    if not re.fullmatch(r"\d{1,30}", text) or not low <= int(text) <= high:
         raise SpecError(f"{text!r} is not a whole number from {low} to {high}", field=flag)
     return int(text)
 
 
 def _size(text: str, flag: str) -> int:
-    size = parse_size_bytes(int(text) if re.fullmatch(r"\d+", text) else text, flag)
+    size = parse_size_bytes(int(text) if re.fullmatch(r"\d{1,30}", text) else text, flag)
     if not MIN_SIZE_BYTES <= size <= MAX_SIZE_BYTES:
         raise SpecError(f"{size} bytes is not from {MIN_SIZE_BYTES} (the headers) to {MAX_SIZE_BYTES}", field=flag)
     return size

@@ -13,12 +13,15 @@ from typing import Any
 
 from bloatlab.errors import BloatlabError
 
-# "[1732190000.123456] 64 bytes from 10.0.0.2: icmp_seq=1 ttl=64 time=10.2 ms"
+# "[1732190000.123456] 64 bytes from 10.0.0.2: icmp_seq=1 ttl=64 time=10.2 ms". Numbers as ping
+# prints them, so that float() and int() take every one matched: a decimal with digits on both
+# sides of its point, a count of at most 20 digits (int() refuses more than 4300).
+_DECIMAL = r"\d+(?:\.\d+)?"
 _PING_REPLY = re.compile(
-    r"^(?:\[(?P<ts>\d+\.\d+)\]\s+)?\d+ bytes from .+?: icmp_seq=(?P<seq>\d+) .*?time=(?P<rtt>[\d.]+) ms")
+    rf"^(?:\[(?P<ts>\d+\.\d+)\]\s+)?\d+ bytes from .+?: icmp_seq=(?P<seq>\d{{1,20}}) .*?time=(?P<rtt>{_DECIMAL}) ms")
 _PING_SUMMARY = re.compile(
-    r"rtt min/avg/max/mdev = (?P<min>[\d.]+)/(?P<avg>[\d.]+)/(?P<max>[\d.]+)/(?P<mdev>[\d.]+) ms")
-_PING_COUNTS = re.compile(r"(?P<tx>\d+) packets transmitted, (?P<rx>\d+) received")
+    rf"rtt min/avg/max/mdev = (?P<min>{_DECIMAL})/(?P<avg>{_DECIMAL})/(?P<max>{_DECIMAL})/(?P<mdev>{_DECIMAL}) ms")
+_PING_COUNTS = re.compile(r"(?<!\d)(?P<tx>\d{1,20}) packets transmitted, (?P<rx>\d{1,20}) received")
 
 
 @dataclass(frozen=True)
@@ -57,7 +60,7 @@ def parse_ping_summary(text: str) -> PingSummary:
 
 
 # irtt client's line per reply (not run quiet): "seq=3 rtt=21.4ms rd=10.2ms sd=11.2ms ipdv=1.1ms"
-_IRTT_REPLY = re.compile(r"^seq=(?P<seq>\d+) rtt=(?P<rtt>[\d.]+)(?P<unit>ns|µs|us|ms|s)\b")
+_IRTT_REPLY = re.compile(rf"^seq=(?P<seq>\d{{1,20}}) rtt=(?P<rtt>{_DECIMAL})(?P<unit>ns|µs|us|ms|s)\b")
 _IRTT_UNIT_MS = {"ns": 1e-6, "µs": 1e-3, "us": 1e-3, "ms": 1.0, "s": 1e3}
 
 
@@ -87,14 +90,27 @@ class IperfResult:
 
 
 def parse_iperf3(text: str) -> IperfResult:
-    """The client's `iperf3 --json` output."""
+    """The client's `iperf3 --json` output; a one-line BloatlabError (field iperf3) for what is
+    not iperf3's JSON, or says it failed."""
     try:
         doc = json.loads(text)
     except json.JSONDecodeError as e:
         raise BloatlabError(f"iperf3 printed no JSON ({e.msg}); first line: {text.strip()[:120]!r}",
                             field="iperf3") from None
+    except (ValueError, RecursionError):  # a number of over 4300 digits; arrays nested too deep
+        raise BloatlabError("iperf3 printed JSON bloatlab cannot read (a number too long, or nesting too deep)",
+                            field="iperf3") from None
+    if not isinstance(doc, dict):
+        raise BloatlabError(f"iperf3 printed JSON that is not an object: {text.strip()[:120]!r}", field="iperf3")
+    try:
+        return _iperf3_result(doc)
+    except (AttributeError, TypeError, ValueError, OverflowError) as e:  # a section that is not what iperf3 writes
+        raise BloatlabError(f"iperf3's JSON is not what iperf3 writes ({e})", field="iperf3") from None
+
+
+def _iperf3_result(doc: dict[str, Any]) -> IperfResult:
     if "error" in doc and not doc.get("end", {}).get("sum_received") and not doc.get("end", {}).get("sum"):
-        raise BloatlabError(f"iperf3 failed: {doc['error']}", field="iperf3")
+        raise BloatlabError(f"iperf3 failed: {' '.join(str(doc['error']).split())}", field="iperf3")
     end = doc.get("end", {})
     proto = doc.get("start", {}).get("test_start", {}).get("protocol", "TCP")
     intervals = [i.get("sum", {}) for i in doc.get("intervals", [])]
@@ -253,8 +269,8 @@ def _with_info(sock: SsSocket, line: str) -> SsSocket:
     if m := re.fullmatch(r"(\d+(?:\.\d+)?)/(\d+(?:\.\d+)?)", info.get("rtt", "")):
         srtt, rttvar = float(m.group(1)), float(m.group(2))
 
-    def number(key: str) -> int | None:
-        return int(info[key]) if info.get(key, "").isdigit() else None
+    def number(key: str) -> int | None:  # ASCII digits, as many as a 64-bit counter has: what int() takes
+        return int(info[key]) if re.fullmatch(r"[0-9]{1,20}", info.get(key, "")) else None
 
     return SsSocket(sock.t_s, sock.host, sock.state, sock.src, sock.sport, sock.dst, sock.dport, sock.cookie,
                     congestion, number("cwnd"), number("ssthresh"), srtt, rttvar, number("bytes_acked"), info)
@@ -287,8 +303,8 @@ def parse_ss_tin(text: str) -> list[SsSocket]:
 # "[  5]   0.00-0.10   sec   128 KBytes  10.5 Mbits/sec" (UDP servers add jitter and loss);
 # the end-of-test lines close with "sender" or "receiver".
 _IPERF_INTERVAL = re.compile(
-    r"^\[\s*\d+\]\s+(?P<start>[\d.]+)-(?P<end>[\d.]+)\s+sec\s+[\d.]+\s+\w?Bytes\s+"
-    r"(?P<rate>[\d.]+)\s+(?P<unit>[KMGT]?)bits/sec(?P<rest>.*)$")
+    rf"^\[\s*\d+\]\s+(?P<start>{_DECIMAL})-(?P<end>{_DECIMAL})\s+sec\s+[\d.]+\s+\w?Bytes\s+"
+    rf"(?P<rate>{_DECIMAL})\s+(?P<unit>[KMGT]?)bits/sec(?P<rest>.*)$")
 _BIT_UNITS = {"": 1.0, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12}
 
 

@@ -13,17 +13,21 @@ from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar, Self
 
 from bloatlab.specs.model import Experiment
-from bloatlab.testbed.datapath_stats import DatapathFigures, DirectionStats, DualPi2Stats, TimerOvershoot
+from bloatlab.testbed.datapath_stats import (DatapathFigures, DirectionStats, DualPi2Stats, TimerOvershoot, field_types,
+                                            fits)
 
 
 class Plain:
     """A record of plain values (numbers, names, flags, maps of them) as summary.json holds it:
     read key for key, a key an older version did not write as None, and written in the order
-    its fields are declared."""
+    its fields are declared. A value not of its field's type (a damaged or hand-edited file) is
+    read as None too: what the record hands on is always of the type it declares."""
 
     @classmethod
     def from_json(cls, doc: dict[str, Any]) -> Self:
-        return cls(**{f.name: _copied(doc.get(f.name)) for f in fields(cls)})  # type: ignore[arg-type]
+        hints = field_types(cls)
+        return cls(**{f.name: _copied(v) if fits(v := doc.get(f.name), hints[f.name]) else None  # type: ignore[arg-type]
+                      for f in fields(cls)})
 
     @classmethod
     def unmeasured(cls) -> Self:
@@ -149,10 +153,12 @@ class ResponsivenessResult:
 
     @classmethod
     def from_json(cls, doc: dict[str, Any]) -> ResponsivenessResult:
-        goodput = doc.get("goodput_mbps")
-        return cls(doc.get("method"), doc.get("direction"), doc.get("cc"), doc.get("rpm"), doc.get("foreign_rpm"),
-                   doc.get("loaded_rpm"), doc.get("confidence"), doc.get("band"), doc.get("idle_latency_ms"),
-                   dict(goodput) if isinstance(goodput, dict) else None, copy.deepcopy(doc))
+        hints = field_types(cls)  # a figure not of its type is read as None, as in Plain
+
+        def get(name: str) -> Any:
+            value = doc.get(name)
+            return (dict(value) if isinstance(value, dict) else value) if fits(value, hints[name]) else None
+        return cls(*(get(f.name) for f in fields(cls) if f.name != "document"), copy.deepcopy(doc))
 
     def to_dict(self) -> dict[str, Any]:
         return copy.deepcopy(self.document)

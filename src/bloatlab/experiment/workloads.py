@@ -237,20 +237,25 @@ class IrttProbe(Running):
         try:
             doc = json.loads(path.read_text())
             trips, stats = doc["round_trips"], doc["stats"]
-        except (OSError, ValueError, KeyError, TypeError) as e:
+        except (OSError, ValueError, KeyError, TypeError, RecursionError) as e:
             got.errors.append(f"{self.w.name}: irtt wrote no results ({last_line(raw.irtt_client(self.raw, self.w.name)) or e})")
             return got
         offset = self.clock.t0_real
-        got.ping = [(t["timestamps"]["client"]["send"]["wall"] / 1e9 - offset, self.w.name, t["delay"]["rtt"] / 1e6)
+        try:  # what irtt's JSON holds where collect reads it; anything else is its error line
+            ping = [(t["timestamps"]["client"]["send"]["wall"] / 1e9 - offset, self.w.name, t["delay"]["rtt"] / 1e6)
                     for t in trips if t.get("lost") == "false" and "rtt" in t.get("delay", {})]
-        got.ping_lost = int(stats.get("packets_sent", 0)) - int(stats.get("packets_received", 0))
+            lost = int(stats.get("packets_sent", 0)) - int(stats.get("packets_received", 0))
+            ipdv = stats.get("ipdv_round_trip") or {}
+            jitter_ms = ipdv["mean"] / 1e6 if "mean" in ipdv else None
+        except (KeyError, TypeError, ValueError, AttributeError, OverflowError) as e:
+            got.errors.append(f"{self.w.name}: irtt's results ({path.name}) are not what irtt writes ({e!r})")
+            return got
+        got.ping, got.ping_lost = ping, lost
         got.per_ping[self.w.name] = ([rtt for *_, rtt in got.ping], got.ping_lost)
-        ipdv = stats.get("ipdv_round_trip") or {}
         got.flows[self.w.name] = IrttSummary(
             src=self.w.src, dst=self.w.dst, dscp=dscp.name(self.w.dscp), sent=stats.get("packets_sent"),
             received=stats.get("packets_received"), loss_up_percent=stats.get("upstream_loss_percent"),
-            loss_down_percent=stats.get("downstream_loss_percent"),
-            jitter_ms=ipdv["mean"] / 1e6 if "mean" in ipdv else None)
+            loss_down_percent=stats.get("downstream_loss_percent"), jitter_ms=jitter_ms)
         return got
 
 

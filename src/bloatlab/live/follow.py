@@ -39,7 +39,8 @@ from bloatlab.experiment.parsers import parse_iperf3_intervals, parse_irtt_repli
 from bloatlab.testbed import state
 from bloatlab.testbed.datapath import (DROP_REASONS, KIND_DEQUEUE, KIND_DROP, KIND_MARK, KIND_PROB,
                                        PRE_QUEUE_DROP_REASONS, QLOG_RECORD_BYTES, qlog_records)
-from bloatlab.testbed.datapath_stats import DatapathFigures, DirectionStats, TimerOvershoot, read_stats_if_any
+from bloatlab.testbed.datapath_stats import (DatapathFigures, DirectionStats, TimerOvershoot, finite_number,
+                                            read_stats_if_any)
 from bloatlab.testbed.diagnostics import lag_warnings
 
 BIN_S = 0.05  # the queue's and the cwnd's points: one per bin (the tools write far more often)
@@ -171,7 +172,14 @@ class _Queue:
 
 
 def _number(value: Any) -> float | None:
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) else None
+    return finite_number(value)  # 10**400 too is no number: math.isfinite() raised on it
+
+
+def _exists(path: Path) -> bool:
+    try:
+        return path.exists()
+    except OSError:  # a name too long, say, from a hand-edited sweep.json
+        return False
 
 
 def _meta(doc: Any) -> dict[str, Any] | None:
@@ -225,7 +233,7 @@ class Follower:
             if stamp == self._meta_stamp:
                 return False
             meta = _meta(json.loads(path.read_text()))
-        except (OSError, ValueError):
+        except (OSError, ValueError, RecursionError):
             return False  # not there yet, or replaced under us: the next poll reads it
         if meta is None:
             return False
@@ -265,7 +273,8 @@ class Follower:
             for which in ("forward", "reverse"):
                 d = link.get(which) if isinstance(link.get(which), dict) else {}
                 queue = d.get("queue") if isinstance(d.get("queue"), dict) else {}
-                directions[d.get("direction")] = (str(link.get("name")), which, queue.get("discipline"))
+                if isinstance(d.get("direction"), str):
+                    directions[d["direction"]] = (str(link.get("name")), which, queue.get("discipline"))
         sources = probes.get("queue") if isinstance(probes.get("queue"), dict) else {}
         for direction, source in sources.items():
             if direction in directions:
@@ -445,7 +454,7 @@ class Follower:
             elapsed = max(0.0, min(duration or math.inf, self.clock() - self.t0_real))
         elif phase == "complete":
             elapsed = duration
-        report = phase not in ("running", "starting") and (self.dir / "report.html").exists()
+        report = phase not in ("running", "starting") and _exists(self.dir / "report.html")
         warnings = [str(w) for w in meta.get("warnings") or []] if isinstance(meta.get("warnings"), list) else []
         return {"phase": phase, "reason": reason or None if phase in ("incomplete", "stopped") else None,
                 "elapsed_s": elapsed, "duration_s": duration,
@@ -527,7 +536,8 @@ class Follower:
                 links.append({"direction": d.get("direction"), "rate_bps": _number(d.get("rate_bps")),
                               "delay_ms": (_number(d.get("delay_ns")) or 0.0) / 1e6, "loss": _number(d.get("loss")),
                               "discipline": q.get("discipline"), "packets": q.get("packets"),
-                              "bytes": q.get("bytes"), "probed": d.get("direction") in self.queues})
+                              "bytes": q.get("bytes"),
+                              "probed": isinstance(d.get("direction"), str) and d["direction"] in self.queues})
         flows = meta.get("flows") if isinstance(meta.get("flows"), dict) else {}
         return {"name": meta.get("name"), "preset": meta.get("preset"),
                 "params": meta.get("params") if isinstance(meta.get("params"), dict) else {},
@@ -575,7 +585,7 @@ class SweepFollower:
             doc = json.loads((self.dir / "sweep.json").read_text())
             if isinstance(doc, dict):
                 self.doc = doc
-        except (OSError, ValueError):
+        except (OSError, ValueError, RecursionError):
             pass  # not yet, or replaced under us: the last one read stands
         doc = self.doc
         status = str(doc.get("status") or "")
@@ -597,9 +607,9 @@ class SweepFollower:
                     if where not in self.finished:
                         self.finished[where] = _headline(run_dir)
                     row.update(self.finished[where])
-                    row["report"] = f"{where}/report.html" if (run_dir / "report.html").exists() else None
+                    row["report"] = f"{where}/report.html" if _exists(run_dir / "report.html") else None
                 runs.append(row)
-        report = status not in ("running", "") and (self.dir / "report.html").exists()
+        report = status not in ("running", "") and _exists(self.dir / "report.html")
         update: dict[str, Any] = {
             "sweep": {"name": doc.get("name"), "status": status,
                       "axes": [{"name": a.get("name"), "values": a.get("values")} for a in _dicts(doc.get("axes"))],
@@ -624,7 +634,7 @@ def _pending_state(run_dir: Path) -> str:
     waiting."""
     try:
         meta = _meta(json.loads((run_dir / "run.json").read_text()))
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         return "waiting"
     if meta is None:
         return "waiting"

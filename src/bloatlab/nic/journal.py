@@ -90,13 +90,21 @@ def refuse_if_journaled(iface: Iface) -> None:
 def load(path: Path) -> Journal:
     try:
         doc = json.loads(path.read_text())
-        if doc.get("format") != FORMAT:
-            raise ValueError(doc.get("format"))
-        return Journal(Iface(doc["iface"], doc["netns"]), doc["original"], doc["owner"], doc["created"],
+        if not isinstance(doc, dict) or doc.get("format") != FORMAT:
+            raise ValueError("not a journal")
+        owner = doc["owner"]
+        # What restoring reads of it, of the types create() wrote: damaged, it is refused as a whole.
+        if not (isinstance(doc["iface"], str) and isinstance(doc["netns"], (str, type(None)))
+                and isinstance(doc["original"], dict) and isinstance(doc["created"], str)
+                and isinstance(doc.get("command", []), list) and isinstance(owner, dict)
+                and type(owner.get("pid")) is int and "starttime" in owner
+                and type(owner["starttime"]) in (int, type(None))):
+            raise TypeError("a field not of its type")
+        return Journal(Iface(doc["iface"], doc["netns"]), doc["original"], owner, doc["created"],
                        doc.get("command", []))
     except FileNotFoundError:
         raise BloatlabError(f"no journal {path}", field="--iface") from None
-    except (ValueError, KeyError, TypeError):
+    except (ValueError, KeyError, TypeError, RecursionError):
         raise BloatlabError(f"{path} is not a bloatlab nic journal (damaged?); look at it, set the interface "
                             "up by hand and remove the file", field="--iface") from None
 

@@ -20,6 +20,7 @@ from bloatlab import interrupts, proc
 from bloatlab.errors import BloatlabError
 from bloatlab.experiment.parsers import (IperfResult, PingSummary, parse_iperf3, parse_iperf3_text_report,
                                         parse_ping_replies, parse_ping_summary)
+from bloatlab.testbed.datapath_stats import finite_number
 
 CLIENT_INTERVAL_S = 0.1  # iperf3's reporting interval on our side: cwnd and RTT samples
 CONNECT_TIMEOUT_MS = 3000
@@ -138,15 +139,28 @@ def throughput_rows(doc: dict[str, Any], flow: str, offset_s: float) -> tuple[li
     sender's; t_s is the interval's end, `offset_s` after the run's t0. Returns the side used."""
     server = doc.get("server_output_json")
     if server:
-        rows = [(i["sum"]["end"], i["sum"]["bits_per_second"] / 1e6) for i in server.get("intervals", [])
-                if "sum" in i]
+        rows = _interval_rows(server.get("intervals") if isinstance(server, dict) else None)
     else:
-        rows = [(end, mbps) for _, end, mbps in parse_iperf3_text_report(doc.get("server_output_text", ""))]
+        text = doc.get("server_output_text", "")
+        rows = [(end, mbps) for _, end, mbps in parse_iperf3_text_report(text if isinstance(text, str) else "")]
     side = "receiver"
     if not rows:
-        rows = [(i["sum"]["end"], i["sum"]["bits_per_second"] / 1e6) for i in doc.get("intervals", []) if "sum" in i]
+        rows = _interval_rows(doc.get("intervals"))
         side = "sender"
     return [(offset_s + end, flow, round(mbps, 6)) for end, mbps in rows], side
+
+
+def _interval_rows(intervals: Any) -> list[tuple[float, float]]:
+    """(end s, Mbit/s) of each of iperf3's interval sums; a sum without both numbers (a report cut
+    short) is left out."""
+    rows = []
+    for interval in intervals if isinstance(intervals, list) else []:
+        total = interval.get("sum") if isinstance(interval, dict) else None
+        end, bps = (finite_number(total.get("end")), finite_number(total.get("bits_per_second"))) \
+            if isinstance(total, dict) else (None, None)
+        if end is not None and bps is not None:
+            rows.append((end, bps / 1e6))
+    return rows
 
 
 @dataclass

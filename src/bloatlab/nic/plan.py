@@ -41,6 +41,7 @@ SPEC_KEYS = ("iface", "server", "netns", "port", "repeat", "duration", "udp_rate
              "offload_features", "tests", "axes")
 TESTS = ("tcp", "udp")
 IFNAME_RE = re.compile(r"[^\s/:]{1,15}")
+MAX_TIME_NS = 24 * 3600 * 10**9  # a test's duration and the ping's interval: at most a day
 
 
 @dataclass
@@ -90,7 +91,7 @@ class NicPlan:
 # Values ---------------------------------------------------------------------------------------
 
 def _whole(value: object, where: str, low: int, high: int, what: str) -> int:
-    if isinstance(value, str) and re.fullmatch(r"-?\d+", value.strip()):
+    if isinstance(value, str) and re.fullmatch(r"-?\d{1,30}", value.strip()):  # int() takes at most 4300 digits
         value = int(value)
     if isinstance(value, bool) or not isinstance(value, int):
         raise SpecError(f"{show(value)} is not {what}; write a whole number from {low} to {high}", field=where)
@@ -164,6 +165,8 @@ def _tests(value: object, where: str) -> tuple[str, ...]:
 
 def _duration_s(value: object, where: str) -> int:
     ns = parse_duration_ns(value, where, allow_zero=False)
+    if ns > MAX_TIME_NS:
+        raise SpecError(f'{show(value)} is longer than a day; write at most "86400s"', field=where)
     if ns % 10**9:
         raise SpecError(f"{show(value)} is not whole seconds (iperf3 runs whole seconds); write e.g. \"50s\"",
                         field=where)
@@ -172,6 +175,8 @@ def _duration_s(value: object, where: str) -> int:
 
 def _ping_interval_s(value: object, where: str) -> float:
     ns = parse_duration_ns(value, where)
+    if ns > MAX_TIME_NS:
+        raise SpecError(f'{show(value)} is longer than a day; write at most "86400s", or 0 for no ping', field=where)
     if ns and ns < 10**7:
         raise SpecError(f"{show(value)} is too short; ping at most every 10ms, or 0 for no ping", field=where)
     return ns / 1e9

@@ -31,13 +31,14 @@ from pathlib import Path
 from typing import Any
 
 from bloatlab.errors import BloatlabError
-from bloatlab.results.reader import Run, dig
+from bloatlab.results.reader import Run
 from bloatlab.specs import dscp
 from bloatlab.version import __version__
 
 FORMAT_VERSION = 4
 SUFFIX = ".flent.gz"
 STEP_S = 0.2  # Flent's default step
+MAX_DURATION_S = 24 * 3600  # the longest run (specs.experiment.MAX_DURATION_NS)
 RRUL_MARKS = ("BE", "BK", "CS5", "EF")
 RRUL_BE_NAMES = ("BE", "BE2", "BE3", "BE4")  # Flent's rrul_be names its four flows each way so
 RRUL_BE_UDP = ("BE1", "BE2", "BE3")  # ... and its three UDP probes so (all CS0)
@@ -48,8 +49,7 @@ def _iso(t: float) -> str:
 
 
 def _workloads(run: Run) -> list[dict[str, Any]]:
-    workloads = dig(run.meta, "spec", "workloads")
-    return [w for w in workloads if isinstance(w, dict)] if isinstance(workloads, list) else []
+    return run.workloads()  # each checked: a damaged run.json is a one-line error, not a KeyError here
 
 
 def shape(run: Run) -> tuple[str, dict[str, Any], dict[str, str], list[str]]:
@@ -103,6 +103,16 @@ def shape(run: Run) -> tuple[str, dict[str, Any], dict[str, str], list[str]]:
     return test, params, names, left_out
 
 
+def _started(started: Any, t0: float) -> float:
+    """run.json's started_at as a timestamp; t0 where it holds none that reads (a hand-edited file)."""
+    try:
+        time = datetime.fromisoformat(started).timestamp() if isinstance(started, str) else t0
+        _iso(time)
+        return time
+    except (ValueError, OverflowError, OSError):
+        return t0
+
+
 def _mark(workload: dict[str, Any]) -> str:
     return dscp.name(int(workload.get("dscp") or 0))
 
@@ -111,8 +121,10 @@ def _grid(t: Sequence[float], values: Sequence[float], steps: int) -> list[float
     """The mean of the samples in each step (t in (x - STEP_S, x]), None where there are none."""
     sums, counts = [0.0] * steps, [0] * steps
     for ti, v in zip(t, values):
+        if not (math.isfinite(ti) and math.isfinite(v)):  # a series cell of "inf" or "nan": no sample
+            continue
         k = math.ceil(ti / STEP_S - 1e-9)
-        if 0 <= k < steps and math.isfinite(v):
+        if 0 <= k < steps:
             sums[k] += v
             counts[k] += 1
     return [s / n if n else None for s, n in zip(sums, counts)]
@@ -122,10 +134,16 @@ def document(run: Run) -> dict[str, Any]:
     """The Flent data file's JSON document for a run."""
     test, params, names, left_out = shape(run)
     t0 = run.meta.get("t0_realtime_s")
-    if not isinstance(t0, (int, float)):
+    if not isinstance(t0, (int, float)) or isinstance(t0, bool):
         raise BloatlabError("the run never started its workloads (run.json has no t0); nothing to export",
                             field="DIR")
+    try:
+        t0_text = _iso(t0)
+    except (ValueError, OverflowError, OSError):  # NaN, or beyond the calendar
+        raise BloatlabError(f"run.json's t0 ({t0!r}) is no time; the file is damaged", field="DIR") from None
     duration = run.duration_s
+    if not 0 <= duration <= MAX_DURATION_S:  # the grid has a point per STEP_S of it
+        raise BloatlabError(f"run.json's duration ({duration:g} s) is no run's; the file is damaged", field="DIR")
     steps = int(round(duration / STEP_S)) + 1
     x_values = [round(k * STEP_S, 6) for k in range(steps)]
     results: dict[str, list[float | None]] = {}
@@ -143,7 +161,7 @@ def document(run: Run) -> dict[str, Any]:
     for series in names.values():
         t, values = samples.get(series, ([], []))
         results[series] = _grid(t, values, steps)
-        raw[series] = [{"t": t0 + ti, "val": v} for ti, v in zip(t, values) if math.isfinite(v)]
+        raw[series] = [{"t": t0 + ti, "val": v} for ti, v in zip(t, values) if math.isfinite(ti) and math.isfinite(v)]
     for direction in ("upload", "download"):  # Flent's own aggregates, as its runners compute them
         parts = [s for s in results if s.startswith(f"TCP {direction}")]
         if parts:
@@ -153,17 +171,16 @@ def document(run: Run) -> dict[str, Any]:
             results[f"TCP {direction} avg"] = [sum(v) / len(v) if v else None for v in present]
     loads = [w for w in _workloads(run) if w.get("kind") == "bulk" and w["name"] in names]
     length = max((w["stop_ns"] - w["start_ns"]) / 1e9 for w in loads) if loads else duration
-    started = run.meta.get("started_at")
-    time = datetime.fromisoformat(started).timestamp() if isinstance(started, str) else t0
+    time = _started(run.meta.get("started_at"), t0)
     hosts = run.meta.get("hosts") if isinstance(run.meta.get("hosts"), list) else []
-    address = {h.get("name"): h.get("address") for h in hosts if isinstance(h, dict)}
+    address = {h["name"]: h.get("address") for h in hosts if isinstance(h, dict) and isinstance(h.get("name"), str)}
     client = next((w.get("src") for w in _workloads(run) if w.get("kind") in ("ping", "irtt", "bulk")), None)
     server = next((w.get("dst") for w in _workloads(run) if w.get("kind") in ("ping", "irtt", "bulk")), None)
     cc = {names[w["name"]]: w.get("cc") for w in loads}
     marks = {names[w["name"]]: _mark(w) for w in _workloads(run) if w["name"] in names}
     metadata = {
         "NAME": test, "TITLE": f"bloatlab {run.name} " + " ".join(f"{k}={v}" for k, v in run.params.items()),
-        "TIME": _iso(time), "T0": _iso(t0), "LENGTH": length, "TOTAL_LENGTH": duration, "STEP_SIZE": STEP_S,
+        "TIME": _iso(time), "T0": t0_text, "LENGTH": length, "TOTAL_LENGTH": duration, "STEP_SIZE": STEP_S,
         "HOST": address.get(server, server), "HOSTS": [address.get(server, server)],
         "LOCAL_HOST": client, "IP_VERSION": 4, "TEST_PARAMETERS": params, "NOTE": None,
         "FLENT_VERSION": f"bloatlab {__version__}",

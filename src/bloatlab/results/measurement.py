@@ -24,6 +24,7 @@ import gzip
 import json
 import math
 import re
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -34,6 +35,7 @@ import pandas as pd
 from bloatlab.errors import BloatlabError
 from bloatlab.results.reader import dig, is_run, is_sweep, load_run
 from bloatlab.specs import dscp
+from bloatlab.testbed.datapath_stats import finite_number
 
 PERCENTILES = (10, 50, 90, 95, 99)  # of each probe's round trips, under load and idle
 START_PERCENTILES = (95, 99)  # ... and in the load's first seconds: the slow start burst's peak
@@ -176,7 +178,7 @@ def from_run(path: Path) -> Measurement:
                             "calibrate to a complete one", field="MEASUREMENT")
     if run.meta.get("kind") == "nic":
         return _from_nic_run(path, run)
-    workloads = [w for w in dig(run.meta, "spec", "workloads") or [] if isinstance(w, dict)]
+    workloads = run.workloads()
     probes_w = [w for w in workloads if w.get("kind") in ("ping", "irtt")]
     bulks = [w for w in workloads if w.get("kind") == "bulk"]
     client = probes_w[0].get("src") if probes_w else bulks[0].get("src") if bulks else None
@@ -203,7 +205,13 @@ def from_run(path: Path) -> Measurement:
     wanted = {p.name for p in probes}
     lat = ping[ping["probe"].isin(wanted)][["t_s", "probe", "rtt_ms"]] if not ping.empty else _empty_lat()
     return Measurement(str(path), f"bloatlab:{run.name}", run.duration_s, flows, probes,
-                       tp.reset_index(drop=True), lat.reset_index(drop=True), notes)
+                       _finite(tp, "mbps"), _finite(lat, "rtt_ms"), notes)
+
+
+def _finite(frame: pd.DataFrame, column: str) -> pd.DataFrame:
+    """The rows whose time and value are finite (a series cell of "inf" is no sample), renumbered."""
+    keep = np.isfinite(frame["t_s"].to_numpy(dtype=float)) & np.isfinite(frame[column].to_numpy(dtype=float))
+    return frame[keep].reset_index(drop=True)
 
 
 def _from_nic_run(path: Path, run: Any) -> Measurement:
@@ -215,18 +223,21 @@ def _from_nic_run(path: Path, run: Any) -> Measurement:
         raise BloatlabError(f"{path} is a nic run without a TCP test to fit (run it with --tests tcp)",
                             field="MEASUREMENT")
     t = np.sort(tcp["t_s"].to_numpy(dtype=float))
+    t = t[np.isfinite(t)]  # a cell of "inf" is no time
+    if not len(t):
+        raise BloatlabError(f"{path} is a nic run whose TCP test has no interval at a time", field="MEASUREMENT")
     stop = float(t[-1])
     start = max(0.0, float(t[0] - (np.median(np.diff(t)) if len(t) > 1 else 0.0)))  # the first interval's start
-    interval = run.meta.get("ping_interval_s") or 0.2
+    interval = finite_number(run.meta.get("ping_interval_s")) or 0.2
     lat = ping[ping["t_s"] <= stop][["t_s", "probe", "rtt_ms"]] if not ping.empty else _empty_lat()
     lat = lat.assign(probe="ping")
     probes = [Probe("ping", "ping", 0, float(interval))] if not lat.empty else []
     notes = ["a nic run records no congestion control: the emulation uses cubic"]
-    if "udp" in (run.meta.get("tests") or []):
+    if "udp" in (tests if isinstance(tests := run.meta.get("tests"), list) else []):
         notes.append("its UDP test, after the TCP one, is left out")
     return Measurement(str(path), f"bloatlab:nic-{run.meta.get('iface', '')}", stop,
                        [Flow("tcp", "up", None, 0, None, start, stop)], probes,
-                       tcp[["t_s", "flow", "mbps"]].reset_index(drop=True), lat.reset_index(drop=True), notes)
+                       _finite(tcp[["t_s", "flow", "mbps"]], "mbps"), _finite(lat, "rtt_ms"), notes)
 
 
 def _empty_tp() -> pd.DataFrame:
@@ -243,8 +254,10 @@ def _load_flent(path: Path) -> dict[str, Any]:
         opener = gzip.open if path.name.endswith(".gz") else open
         with opener(path, "rt") as f:
             doc = json.load(f)
-    except (OSError, EOFError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise BloatlabError(f"{path} is not a Flent data file ({e}); give a .flent.gz file or a run directory",
+    # ValueError: not JSON, not UTF-8, or a number of over 4300 digits; zlib.error: a damaged stream
+    except (OSError, EOFError, ValueError, RecursionError, zlib.error) as e:
+        reason = "nested too deeply" if isinstance(e, RecursionError) else " ".join(str(e).split())
+        raise BloatlabError(f"{path} is not a Flent data file ({reason}); give a .flent.gz file or a run directory",
                             field="MEASUREMENT") from None
     if not isinstance(doc, dict) or not isinstance(doc.get("metadata"), dict) or not isinstance(doc.get("results"), dict):
         raise BloatlabError(f"{path} is JSON but not a Flent data file (no metadata and results)", field="MEASUREMENT")
@@ -252,8 +265,8 @@ def _load_flent(path: Path) -> dict[str, Any]:
 
 
 def _number(value: Any, what: str, path: Path) -> float:
-    if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value >= 0:
-        return float(value)
+    if (number := finite_number(value)) is not None and number >= 0:
+        return number
     raise BloatlabError(f"{path}: metadata {what} is {value!r}, not a length in seconds", field="MEASUREMENT")
 
 
@@ -305,7 +318,7 @@ def _flent_t0(meta: dict[str, Any]) -> float | None:
     if isinstance(value, str):
         try:
             return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
-        except ValueError:
+        except (ValueError, OverflowError):  # not ISO 8601, or beyond the calendar
             return None
     return None
 
@@ -316,13 +329,14 @@ def _flent_samples(doc: dict[str, Any], name: str, t0: float | None, key: str, c
     rows: list[tuple[float, float]] = []
     if t0 is not None and isinstance(raw, list):
         for sample in raw:
-            t, v = dig(sample, "t"), dig(sample, "val")
-            if isinstance(t, (int, float)) and isinstance(v, (int, float)) and math.isfinite(v):
-                rows.append((float(t) - t0, float(v)))
+            t, v = finite_number(dig(sample, "t")), finite_number(dig(sample, "val"))
+            if t is not None and v is not None:
+                rows.append((t - t0, v))
     if not rows:
-        xs, values = doc.get("x_values") or [], doc["results"].get(name) or []
-        rows = [(float(x), float(v)) for x, v in zip(xs, values)
-                if isinstance(x, (int, float)) and isinstance(v, (int, float)) and math.isfinite(v)]
+        xs, values = doc.get("x_values"), doc["results"].get(name)
+        pairs = zip(xs, values) if isinstance(xs, list) and isinstance(values, list) else ()
+        numbers = ((finite_number(x), finite_number(v)) for x, v in pairs)
+        rows = [(x, v) for x, v in numbers if x is not None and v is not None]
     return pd.DataFrame({"t_s": [r[0] for r in rows], key: name, column: [r[1] for r in rows]})
 
 

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import csv
 import json
-import math
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,10 +32,52 @@ from bloatlab import proc
 from bloatlab.errors import BloatlabError
 from bloatlab.results.files import SERIES_COLUMNS, SERIES_KEYS, SERIES_LATER_COLUMNS
 from bloatlab.results.summary import Summary, summary_from_json
+from bloatlab.testbed.datapath_stats import finite_number
 
 # Summary leaves that describe the run rather than measure it.
 NOT_METRICS = {"complete", "duration_s"}
 SWEEP_FORMAT = "bloatlab-sweep/1"
+
+
+def _dicts(value: Any) -> list[dict[str, Any]]:
+    """The objects of a JSON list; none of anything else."""
+    return [v for v in value if isinstance(v, dict)] if isinstance(value, list) else []
+
+
+def _whole(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+# What a workload of run.json's spec holds (model.Workload and its kinds' to_dict): the type of
+# each key a reader takes, those of the first line always there.
+_WORKLOAD_KEYS: dict[str, tuple[type, ...]] = {"name": (str,), "kind": (str,), "start_ns": (int,), "stop_ns": (int,)}
+_WORKLOAD_OPTIONAL: dict[str, tuple[type, ...]] = {
+    "src": (str,), "dst": (str,), "server": (str,), "client": (str,), "dscp": (int,), "interval_ns": (int,),
+    "cc": (str, type(None)), "ecn": (str, type(None))}
+
+
+def _workload_problem(w: Any) -> str | None:
+    """What is wrong with a workload of run.json, in words; None when nothing is."""
+    if not isinstance(w, dict):
+        return "is not an object"
+    for key, kinds in (*_WORKLOAD_KEYS.items(), *((k, t) for k, t in _WORKLOAD_OPTIONAL.items() if k in w)):
+        value = w.get(key)
+        if not isinstance(value, kinds) or isinstance(value, bool):
+            return f"has {key} {json.dumps(value, default=str)[:40]}, not {' or '.join(k.__name__ for k in kinds)}"
+        if key.endswith("_ns") and not 0 <= value < 2**63:  # nanoseconds as the spec holds them
+            return f"has {key} {value}, not a time in ns"
+    return None
+
+
+def _is_file(path: Path) -> bool:
+    try:
+        return path.is_file()
+    except OSError:  # a name too long, from a hand-edited sweep.json: no run there
+        return False
 
 
 def dig(value: Any, *keys: str) -> Any:
@@ -56,13 +97,16 @@ def flatten(doc: dict[str, Any], prefix: str = "") -> dict[str, float]:
         if isinstance(value, dict):
             out.update(flatten(value, f"{name}."))
         elif isinstance(value, (int, float)) and not isinstance(value, bool) and name not in NOT_METRICS:
-            if math.isfinite(value):
-                out[name] = float(value)
+            if (number := finite_number(value)) is not None:
+                out[name] = number
     return out
 
 
 def _read_json(path: Path) -> Any:
-    return json.loads(path.read_text())
+    try:
+        return json.loads(path.read_text())
+    except RecursionError:  # arrays nested beyond what the decoder follows: as unreadable as bad JSON
+        raise ValueError("JSON nested too deeply to read") from None
 
 
 def read_summary(run_dir: Path, kind: str | None = None) -> Summary | None:
@@ -275,17 +319,32 @@ class Run:
 
     @property
     def incomplete_reason(self) -> str | None:
-        return None if self.complete else self.meta.get("incomplete_reason")
+        return None if self.complete else _text(self.meta.get("incomplete_reason"))
 
     @property
     def duration_s(self) -> float:
-        duration = dig(self.meta, "spec", "duration_s")
-        return float(duration) if isinstance(duration, (int, float)) else 0.0
+        return finite_number(dig(self.meta, "spec", "duration_s")) or 0.0
 
     def flows(self, *kinds: str) -> list[str]:
         """The names of the run's flows of these kinds (bulk, udp, web)."""
         flows = self.meta.get("flows")
         return [n for n, f in flows.items() if dig(f, "kind") in kinds] if isinstance(flows, dict) else []
+
+    def workloads(self) -> list[dict[str, Any]]:
+        """The resolved spec's workloads (run.json's spec.workloads), each checked for what the
+        readers of a workload take of it: a name and a kind, its start and stop in whole ns, its
+        hosts, codepoint and interval where given. A BloatlabError (field DIR) names the first
+        that is damaged; a run.json that holds no spec has none."""
+        found = dig(self.meta, "spec", "workloads")
+        if found is None:
+            return []
+        where = self.path / "run.json"
+        if not isinstance(found, list):
+            raise BloatlabError(f"{where}: spec.workloads is not a list; the file is damaged", field="DIR")
+        for index, w in enumerate(found):
+            if (problem := _workload_problem(w)) is not None:
+                raise BloatlabError(f"{where}: spec.workloads[{index}] {problem}; the file is damaged", field="DIR")
+        return found
 
     def has_workload(self, kind: str) -> bool:
         """Whether the spec has a workload of `kind`; True when run.json does not say."""
@@ -402,7 +461,7 @@ class Point:
     def complete_runs(self) -> list[SweepRun]:
         # The engine's word (sweep.json) and the files must agree: a complete run without its
         # run.json (deleted, or a copy of the sweep without run dirs) cannot be read.
-        return [r for r in self.runs if r.status == "complete" and (r.dir / "run.json").is_file()]
+        return [r for r in self.runs if r.status == "complete" and _is_file(r.dir / "run.json")]
 
 
 @dataclass
@@ -436,14 +495,16 @@ class Sweep:
         """The sweep that sweep.json's document `meta` describes, rooted at `path`."""
         path = Path(path)
         points = []
-        for p in meta.get("points") or []:
-            if not isinstance(p, dict):
-                continue
-            runs = [SweepRun(rep=int(r.get("rep") or i), dir=path / str(r.get("dir") or f"{p.get('label')}/rep{i}"),
-                             status=str(r.get("status") or "pending"), reason=r.get("reason"),
-                             elapsed_s=r.get("elapsed_s"), node=r.get("node"),
-                             attempts=tuple(a for a in r.get("attempts") or [] if isinstance(a, dict)))
-                    for i, r in enumerate(p.get("runs") or [], 1) if isinstance(r, dict)]
+        for p in _dicts(meta.get("points")):
+            # A value not of its type (a hand-edited sweep.json) reads as absent: the run's place in
+            # the list for its rep, pending for its status, none for the rest.
+            runs = [SweepRun(rep=r["rep"] if _whole(r.get("rep")) else i,
+                             dir=path / str(r.get("dir") or f"{p.get('label')}/rep{i}"),
+                             status=str(r.get("status") or "pending"), reason=_text(r.get("reason")),
+                             elapsed_s=finite_number(r.get("elapsed_s")), node=_text(r.get("node")),
+                             attempts=tuple(_dicts(r.get("attempts"))))
+                    for i, r in enumerate(p.get("runs") if isinstance(p.get("runs"), list) else [], 1)
+                    if isinstance(r, dict)]
             values = p.get("values") if isinstance(p.get("values"), dict) else {}
             points.append(Point(str(p.get("label") or "all"), values, runs))
         return cls(path, meta, points)
@@ -465,14 +526,13 @@ class Sweep:
 
     @property
     def axes(self) -> list[tuple[str, list[Any]]]:
-        axes = self.meta.get("axes")
-        return [(str(a["name"]), list(a.get("values") or [])) for a in axes if isinstance(a, dict) and "name" in a] \
-            if isinstance(axes, list) else []
+        return [(str(a["name"]), a["values"] if isinstance(a.get("values"), list) else [])
+                for a in _dicts(self.meta.get("axes")) if "name" in a]
 
     def metric(self, point: Point, name: str) -> dict[str, Any] | None:
         """aggregate.json's statistics of one metric at one point (matched by label)."""
-        for p in (self.aggregate or {}).get("points") or []:
-            if isinstance(p, dict) and p.get("label") == point.label:
+        for p in _dicts((self.aggregate or {}).get("points")):
+            if p.get("label") == point.label:
                 stats = dig(p, "metrics", name)
                 return stats if isinstance(stats, dict) else None
         return None
@@ -480,8 +540,8 @@ class Sweep:
     def metric_names(self) -> list[str]:
         """Every metric aggregate.json has, in order of first appearance."""
         names: dict[str, None] = {}
-        for p in (self.aggregate or {}).get("points") or []:
-            metrics = p.get("metrics") if isinstance(p, dict) else None
+        for p in _dicts((self.aggregate or {}).get("points")):
+            metrics = p.get("metrics")
             names.update(dict.fromkeys(metrics if isinstance(metrics, dict) else ()))
         return list(names)
 

@@ -19,7 +19,8 @@ from typing import Any, ClassVar, Self
 from bloatlab.experiment.parsers import IperfResult, PingSummary
 from bloatlab.experiment.record import FlowSummary, Plain, QueueSummary, ResponsivenessResult, flow_from_json
 from bloatlab.results.stats import FETCH_STATS, GRADE_CONVENTION, RTT_STATS, describe, grade
-from bloatlab.testbed.datapath_stats import CaptureFile, DualPi2Stats, LatenessVerdict, TinStats
+from bloatlab.testbed.datapath_stats import (CaptureFile, DualPi2Stats, LatenessVerdict, TinStats, field_types,
+                                            finite_number, fits)
 
 
 @dataclass(frozen=True)
@@ -178,6 +179,11 @@ class DualPi2Summary(Plain):
                    memory_limit_bytes=d.memory_limit_bytes)
 
 
+def _numbers(doc: dict[str, Any]) -> dict[str, float]:
+    """A map of numbers, without what is not one."""
+    return {name: value for name, value in doc.items() if fits(value, float)}
+
+
 def _each(read: Callable[[Any], Any]) -> Callable[[dict[str, Any]], dict[str, Any]]:
     return lambda doc: {name: read(value) for name, value in doc.items()}
 
@@ -197,10 +203,14 @@ class _Sections:
 
     @classmethod
     def from_json(cls, doc: dict[str, Any]) -> Self:
+        hints = field_types(cls)
+
         def read(name: str) -> Any:
             value = doc.get(name)
             reader = cls.READERS.get(name)
-            return reader(value) if reader is not None and value is not None else value
+            if reader is None:  # a plain value (complete, duration_s): None if not of its type
+                return value if fits(value, hints[name]) else None
+            return reader(value) if value is not None else None
         return cls(**{f.name: read(f.name) for f in fields(cls)})  # type: ignore[arg-type]
 
     def to_dict(self) -> dict[str, Any]:
@@ -232,7 +242,7 @@ class RunSummary(_Sections):
     dualpi2: dict[str, DualPi2Summary] | None = None  # by direction with a dualpi2 queue
 
     READERS = {"flows": _each(flow_from_json), "rtt_ms": RttStats.from_json, "fetch_s": FetchStats.from_json,
-               "queue": _each(QueueSummary.from_json), "pings": _each(RttStats.from_json), "totals_mbps": dict,
+               "queue": _each(QueueSummary.from_json), "pings": _each(RttStats.from_json), "totals_mbps": _numbers,
                "responsiveness": ResponsivenessResult.from_json, "bufferbloat": Bufferbloat.from_json,
                "pcap": _each(CaptureSummary.from_json), "lateness": LatenessVerdict.from_json,
                "cpu": CpuShare.from_json, "tins": _each(_each(TinSummary.from_json)),
@@ -243,6 +253,10 @@ class RunSummary(_Sections):
 
 def _mean(values: list[float]) -> float | None:
     return statistics.fmean(values) if values else None
+
+
+def _dicts(value: Any) -> list[dict[str, Any]]:
+    return [v for v in value if isinstance(v, dict)] if isinstance(value, list) else []
 
 
 @dataclass(frozen=True)
@@ -262,9 +276,10 @@ class NicTcp(Plain):
     def of(cls, result: IperfResult, doc: dict[str, Any]) -> Self:
         """From iperf3's result and its JSON: cwnd and RTT averaged over its intervals (one
         sample each, from TCP_INFO)."""
-        streams = [s for i in doc.get("intervals", []) for s in i.get("streams", [])[:1] if not s.get("omitted")]
-        cwnd = [s["snd_cwnd"] / 1000 for s in streams if s.get("snd_cwnd") is not None]
-        rtt = [s["rtt"] / 1000 for s in streams if s.get("rtt")]
+        # What iperf3 did not fill in (an interval cut short) is left out, whatever stands there.
+        streams = [s for i in _dicts(doc.get("intervals")) for s in _dicts(i.get("streams"))[:1] if not s.get("omitted")]
+        cwnd = [v / 1000 for s in streams if (v := finite_number(s.get("snd_cwnd"))) is not None]
+        rtt = [v / 1000 for s in streams if (v := finite_number(s.get("rtt")))]
         return cls(result.sender_bps / 1e6, result.receiver_bps / 1e6, result.retransmits, _mean(cwnd),
                    max(cwnd, default=None), _mean(rtt), max(rtt, default=None))
 

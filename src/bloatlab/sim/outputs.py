@@ -11,6 +11,7 @@ import csv
 from dataclasses import fields
 from pathlib import Path
 
+from bloatlab.errors import BloatlabError
 from bloatlab.experiment.probes.queue import from_qlog
 from bloatlab.experiment.record import BulkSummary, Collected, QueueMeasure, RunRecord, SimulatedDirection
 from bloatlab.specs import dscp
@@ -30,7 +31,16 @@ def _table(path: Path) -> dict[str, dict[str, str]]:
 
 
 def collect(out: Path, record: RunRecord) -> None:
-    """Fill `record` from the driver's files in `out`."""
+    """Fill `record` from the driver's files in `out`; a BloatlabError (the run is written
+    incomplete, with it as the reason) where a file is not what the driver writes."""
+    try:
+        _collect(out, record)
+    except (OSError, ValueError, KeyError, TypeError, IndexError) as e:  # a file cut short, a cell not a number
+        raise BloatlabError(f"the ns-3 driver's files in {out} are not what it writes "
+                            f"({type(e).__name__}: {' '.join(str(e).split())})", field="ns3") from None
+
+
+def _collect(out: Path, record: RunRecord) -> None:
     exp = record.experiment
     got = Collected()
     got.ping = sorted((float(t), name, float(rtt)) for t, name, rtt in _rows(out / "ping.csv"))

@@ -33,7 +33,7 @@ from bloatlab.errors import SpecError, show
 from bloatlab.specs.dscp import parse_dscp
 from bloatlab.specs.model import OFFERED, PARAM_TYPES, RUN_BACKENDS, Experiment, Param
 from bloatlab.specs.probes import parse_probes
-from bloatlab.specs.reading import NAME_RE, check_keys, congestion_control, field_of, load_toml
+from bloatlab.specs.reading import NAME_RE, check_keys, congestion_control, field_of, key_name, load_toml
 from bloatlab.specs.topology import parse_topology
 from bloatlab.specs.units import parse_duration_ns, parse_percent, parse_rate, parse_size_bytes
 from bloatlab.specs.workloads import parse_workloads
@@ -273,6 +273,13 @@ def _parse_params(raw: object) -> dict[str, Param]:
         if not isinstance(tag, bool):
             raise SpecError(f"{show(tag)} is not true or false; tag = true names default run directories by this "
                             "parameter's value", field=field_of(where, "tag"))
+        for bound in ("min", "max"):  # check_param compares a value with them: a number with numbers
+            limit = table.get(bound)
+            if limit is not None and kind not in ("int", "float"):
+                raise SpecError(f"a {kind} parameter has no {bound}; only int and float ones are bounded",
+                                field=field_of(where, bound))
+            if limit is not None and (not isinstance(limit, (int, float)) or isinstance(limit, bool) or limit != limit):
+                raise SpecError(f"{show(limit)} is not a number; write e.g. {bound} = 1", field=field_of(where, bound))
         param = Param(name, kind, None, str(table.get("help", "")),
                       tuple(choices) if choices else None, table.get("min"), table.get("max"), label=label, tag=tag)
         sweep = _parse_sweep(table.get("sweep"), param, field_of(where, "sweep"))
@@ -314,7 +321,7 @@ def sweep_axes(preset: str | None, path: str | Path | None, sets: list[str], swe
         if not sep or not name or not all(values):
             raise SpecError(f"{item!r} is not NAME=V1,V2,...; write e.g. --sweep maxq=20,100", field="--sweep")
         if name not in params:
-            raise SpecError(_unknown_param(name, params), field=f"--sweep {name}")
+            raise SpecError(_unknown_param(name, params), field=f"--sweep {key_name(name)}")
         if name in given:
             raise SpecError(f"{name} is both --set and swept; drop one of them", field=f"--sweep {name}")
         if any(n == name for n, _ in axes):
@@ -361,14 +368,15 @@ def check_param(param: Param, value: Any, where: str) -> Any:
     if param.type == "cc":
         congestion_control(value, where)
     if param.type == "dscp":  # a name ("EF") or a codepoint, which --set gives as text
-        value = int(value) if isinstance(value, str) and value.strip().isdigit() else value
+        value = int(value) if isinstance(value, str) and re.fullmatch(r"[0-9]+", value.strip()) else value
         parse_dscp(value, where)
     checker = {"rate": parse_rate, "duration": parse_duration_ns, "size": parse_size_bytes,
                "percent": parse_percent}.get(param.type)
     if checker is not None:
         checker(value, where)
     if param.choices is not None and value not in param.choices:
-        raise SpecError(f"{show(value)} is not one of: {', '.join(map(str, param.choices))}", field=where)
+        raise SpecError(f"{show(value)} is not one of: {', '.join(key_name(str(c)) for c in param.choices)}",
+                        field=where)
     if param.min is not None and value < param.min:
         raise SpecError(f"{show(value)} is below the minimum {param.min}", field=where)
     if param.max is not None and value > param.max:
@@ -384,7 +392,7 @@ def _apply_sets(values: dict[str, Any], params: dict[str, Param], sets: list[str
         if not sep or not name:
             raise SpecError(f"{item!r} is not NAME=VALUE; write e.g. --set maxq=20", field="--set")
         if name not in params:
-            raise SpecError(_unknown_param(name, params), field=f"--set {name}")
+            raise SpecError(_unknown_param(name, params), field=f"--set {key_name(name)}")
         values[name] = check_param(params[name], text.strip(), f"--set {name}")
     return values
 

@@ -120,6 +120,18 @@ def _is_whole(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
+def _finite(value: object) -> float | None:
+    """A number as a finite float, or None: not a number, NaN, infinite, or an integer too large
+    for a float (math.isfinite(10**400) raises)."""
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        return None
+    try:
+        number = float(value)
+    except OverflowError:
+        return None
+    return number if math.isfinite(number) else None
+
+
 def _parse_queue_param(param: Param, value: object, field_name: str, in_bytes: bool) -> Any:
     """One discipline parameter in its field's unit; RED's thresholds are bytes when `in_bytes`
     (the queue is limited in bytes), else packets."""
@@ -166,7 +178,7 @@ def _parse_queue_param(param: Param, value: object, field_name: str, in_bytes: b
             )
         return value
     if param.kind == "ratio":
-        if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value) or value < 0:
+        if _finite(value) is None or value < 0:
             raise SpecError(
                 f"{show(value)} is not a number >= 0; write e.g. {key} = {param.default} "
                 "(per second)",
@@ -195,7 +207,7 @@ _PROBABILITY_EXAMPLES = '0.02 or "2%"'
 def parse_probability(value: object, field_name: str) -> float:
     """A probability from 0 to 1: a number (0.02) or a percentage string ("2%")."""
     if isinstance(value, (int, float)) and not isinstance(value, bool):
-        if not math.isfinite(value) or not 0 <= value <= 1:
+        if _finite(value) is None or not 0 <= value <= 1:
             raise SpecError(
                 f"{show(value)} is out of range; write a probability from 0 to 1, e.g. {_PROBABILITY_EXAMPLES}",
                 field=field_name,

@@ -22,25 +22,32 @@ NAME_RE = re.compile(r"[a-z][a-z0-9_-]{0,30}")
 
 def load_toml(path: Path) -> dict[str, Any]:
     """A TOML file as a dict; any failure is a SpecError whose field is the file."""
+    where = path_text(path)
+    if "\0" in str(path):  # no file name holds one (the OS refuses it)
+        raise SpecError("is not a file name: it holds a NUL character", field=where)
     try:
         raw = path.read_bytes()
     except FileNotFoundError:
-        raise SpecError("no such file; check the path", field=str(path)) from None
+        raise SpecError("no such file; check the path", field=where) from None
     except IsADirectoryError:
-        raise SpecError("is a directory; give the path of a .toml file", field=str(path)) from None
+        raise SpecError("is a directory; give the path of a .toml file", field=where) from None
     except OSError as error:
         raise SpecError(
-            f"cannot read the file ({error.strerror}); check its permissions", field=str(path)
+            f"cannot read the file ({error.strerror}); check its permissions", field=where
         ) from None
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as error:
         line = raw[: error.start].count(b"\n") + 1
-        raise SpecError(f"line {line}: not UTF-8 text; save the file as UTF-8", field=str(path)) from None
+        raise SpecError(f"line {line}: not UTF-8 text; save the file as UTF-8", field=where) from None
     try:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as error:
-        raise SpecError(_toml_error_message(str(error)), field=str(path)) from None
+        raise SpecError(_toml_error_message(str(error)), field=where) from None
+    except ValueError:  # tomllib's int() of a number of more than 4300 digits
+        raise SpecError("a number too long to read (over 4300 digits); shorten it", field=where) from None
+    except RecursionError:  # tomllib reads nested arrays and tables recursively
+        raise SpecError("arrays or tables nested too deeply to read; nest them less", field=where) from None
 
 
 def _toml_error_message(message: str) -> str:
@@ -57,11 +64,25 @@ def _toml_error_message(message: str) -> str:
     return f"{where}: {text}" if where else text
 
 
+def key_name(key: str) -> str:
+    """A key as a field name: as it is, or quoted when it is empty or holds a character a
+    terminal does not print (a line break), so that an error naming it names something, on one line."""
+    return key if key and key.isprintable() else show(key)
+
+
 def field_of(base: str, key: str | int) -> str:
     """The field name of `key` inside `base`: "links" + 1 -> "links[1]", "links[1]" + "rate"."""
     if isinstance(key, int):
         return f"{base}[{key}]"
+    key = key_name(key)
     return f"{base}.{key}" if base else key
+
+
+def path_text(path: Path) -> str:
+    """A path as errors show it: as it is, or quoted when it holds a line break or another
+    character a terminal does not print."""
+    text = str(path)
+    return text if text.isprintable() else show(text)
 
 
 def check_keys(table: dict[str, Any], allowed: tuple[str, ...], base: str, what: str) -> None:

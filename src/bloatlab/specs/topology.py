@@ -12,12 +12,13 @@ from typing import Any
 from bloatlab.errors import SpecError, show
 from bloatlab.specs.model import BACKENDS, QUEUE_AT, DirectionSpec, HostSpec, LinkSpec, QueueSpec, SwitchSpec, Topology
 from bloatlab.specs.queues import parse_queue
-from bloatlab.specs.reading import check_keys, congestion_control, field_of, load_toml
+from bloatlab.specs.reading import check_keys, congestion_control, field_of, load_toml, path_text
 from bloatlab.specs.units import format_duration_ns, parse_duration_ns, parse_percent, parse_rate
 
 NODE_NAME_RE = re.compile(r"[a-z][a-z0-9_]{0,9}")
 LINK_NAME_RE = re.compile(r"[a-z][a-z0-9_-]{0,30}")
 MAX_DELAY_NS = 10 * 10**9
+MAX_TRACE_MS = (2**64 - 1) // 10**6  # a trace's timestamps, as the datapath's u64 nanoseconds hold them
 
 TOPOLOGY_KEYS = ("seed", "cc", "hosts", "switches", "links")
 HOST_KEYS = ("cc",)
@@ -287,7 +288,7 @@ def _direction(
 
 
 def _parse_trace(value: object, field_name: str, base_dir: Path) -> Path:
-    if not isinstance(value, str) or not value:
+    if not isinstance(value, str) or not value or "\0" in value:  # no file name holds a NUL
         raise SpecError(
             f"{show(value)} is not a trace path; write the path of a Mahimahi trace file relative to the "
             'topology file, e.g. "traces/att.up"',
@@ -302,24 +303,27 @@ def check_trace(path: Path, field_name: str) -> None:
     """Validate a Mahimahi trace: one non-negative integer millisecond timestamp per line, never
     decreasing, each line one 1504-byte delivery opportunity; it repeats after its last timestamp,
     so that must be > 0."""
+    shown = path_text(path)
+    if "\0" in str(path):  # no file name holds one (the OS refuses it)
+        raise SpecError(f"{shown} is not a file name: it holds a NUL character", field=field_name)
     try:
         raw = path.read_bytes()
     except FileNotFoundError:
         raise SpecError(
-            f"trace file {path} not found (a relative trace path starts at the topology file's directory)",
+            f"trace file {shown} not found (a relative trace path starts at the topology file's directory)",
             field=field_name,
         ) from None
     except IsADirectoryError:
         raise SpecError(
-            f"{path} is a directory; give the path of a Mahimahi trace file", field=field_name
+            f"{shown} is a directory; give the path of a Mahimahi trace file", field=field_name
         ) from None
     except OSError as error:
         raise SpecError(
-            f"cannot read trace file {path} ({error.strerror}); check its permissions", field=field_name
+            f"cannot read trace file {shown} ({error.strerror}); check its permissions", field=field_name
         ) from None
     if not raw:
         raise SpecError(
-            f"trace file {path} is empty; a Mahimahi trace has one millisecond timestamp per line",
+            f"trace file {shown} is empty; a Mahimahi trace has one millisecond timestamp per line",
             field=field_name,
         )
     lines = raw.split(b"\n")
@@ -333,21 +337,28 @@ def check_trace(path: Path, field_name: str) -> None:
             if not line:
                 problem = "is empty"
             raise SpecError(
-                f"trace file {path} line {number}: {text} {problem}; each line must be one non-negative "
+                f"trace file {shown} line {number}: {text} {problem}; each line must be one non-negative "
                 "whole number of milliseconds",
                 field=field_name,
             )
-        ms = int(line)
+        digits = line.lstrip(b"0") or b"0"  # int() reads at most 4300 digits: a long line is refused first
+        if len(digits) > len(str(MAX_TRACE_MS)) or int(digits) > MAX_TRACE_MS:
+            raise SpecError(
+                f"trace file {shown} line {number}: {digits[:20].decode()}{'...' if len(digits) > 20 else ''} is "
+                f"too large; a timestamp is at most {MAX_TRACE_MS} ms (the datapath counts nanoseconds in 64 bits)",
+                field=field_name,
+            )
+        ms = int(digits)
         if ms < previous_ms:
             raise SpecError(
-                f"trace file {path} line {number}: {ms} is less than the previous {previous_ms}; "
+                f"trace file {shown} line {number}: {ms} is less than the previous {previous_ms}; "
                 "timestamps must never decrease (repeat a timestamp for several packets in one millisecond)",
                 field=field_name,
             )
         previous_ms = ms
     if previous_ms == 0:
         raise SpecError(
-            f"trace file {path}: the last timestamp is 0, so the trace has no length; "
+            f"trace file {shown}: the last timestamp is 0, so the trace has no length; "
             "it repeats after its last timestamp, which must be > 0",
             field=field_name,
         )

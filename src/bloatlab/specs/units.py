@@ -46,6 +46,10 @@ _PERCENT_EXAMPLES = '"1%", "0.5%" or "0%"'
 _SIZE_UNITS = {"b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "kib": 2**10, "mib": 2**20, "gib": 2**30}
 _SIZE_RE = re.compile(_NUMBER + r"([a-z]+)")
 _SIZE_EXAMPLES = '150000 (an integer), "1514b", "64kb", "1.5mb" or "64kib"'
+# What a signed 64-bit count holds: the bound of every size and duration (8 EiB, some 292 years),
+# which the fields that take them bound further; past it a value is no longer what was written.
+SIZE_LIMIT_BYTES = 2**63 - 1
+DURATION_LIMIT_NS = 2**63 - 1
 
 
 def _is_number(value: object) -> bool:
@@ -160,6 +164,9 @@ def parse_duration_ns(value: object, field: str, allow_zero: bool = True) -> int
             field=field,
         )
     ns = _to_int(_scaled(match[1], _DURATION_UNITS[match[2]]))
+    if ns > DURATION_LIMIT_NS:
+        raise SpecError(f"{show(value)} is out of range; a duration is at most some 292 years "
+                        f"({DURATION_LIMIT_NS} ns)", field=field)
     if ns == 0 and not allow_zero:
         raise SpecError(f'{show(value)} must be longer than zero, e.g. "1ms"', field=field)
     return ns
@@ -207,6 +214,8 @@ def parse_size_bytes(value: object, field: str) -> int:
             raise SpecError(
                 f"{show(value)} is not a positive size; write one such as {_SIZE_EXAMPLES}", field=field
             )
+        if value > SIZE_LIMIT_BYTES:
+            raise SpecError(f"{show(value)} is out of range; a size is at most {SIZE_LIMIT_BYTES} bytes", field=field)
         return value
     if not isinstance(value, str):
         raise SpecError(f"{show(value)} is not a size in bytes; write {_SIZE_EXAMPLES}", field=field)
@@ -234,6 +243,8 @@ def parse_size_bytes(value: object, field: str) -> int:
         )
     if amount == 0:
         raise SpecError(f"{show(value)} is zero; write a positive size such as {_SIZE_EXAMPLES}", field=field)
+    if amount > SIZE_LIMIT_BYTES:
+        raise SpecError(f"{show(value)} is out of range; a size is at most {SIZE_LIMIT_BYTES} bytes", field=field)
     return int(amount)
 
 

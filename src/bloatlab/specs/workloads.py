@@ -99,7 +99,7 @@ def parse_workloads(raw: object, topology: Topology, duration_ns: int) -> list[W
         enabled = table.get("enabled", True)
         if isinstance(enabled, str):
             enabled = enabled.strip().lower()
-        if enabled not in SWITCHES:
+        if isinstance(enabled, (list, dict)) or enabled not in SWITCHES:
             raise SpecError(f"{show(table['enabled'])} is not on or off; write true, false, \"on\" or \"off\"",
                             field=field_of(where, "enabled"))
         if SWITCHES[enabled]:
@@ -209,7 +209,7 @@ def _host(table: dict[str, Any], key: str, where: str, topology: Topology) -> st
     if key not in table:
         raise SpecError(f"missing; name a host ({', '.join(topology.hosts)})", field=field_of(where, key))
     host = table[key]
-    if host not in topology.hosts:
+    if not isinstance(host, str) or host not in topology.hosts:
         raise SpecError(f"unknown host {show(host)}; the hosts are {', '.join(topology.hosts)}",
                         field=field_of(where, key))
     return host

@@ -9,23 +9,71 @@ adds that these records drop fails a test. Absent or null in the file is None he
 
 from __future__ import annotations
 
+import functools
 import json
+import math
+import types
+import typing
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, Self
 
 from bloatlab.errors import MachineError
 
+
 def _in_key_order(doc: dict[str, Any]) -> dict[str, Any]:
     return dict(sorted(doc.items()))
 
 
+@functools.cache
+def field_types(cls: type) -> dict[str, Any]:
+    """A record's fields' declared types (its annotations, evaluated)."""
+    return typing.get_type_hints(cls)
+
+
+def fits(value: Any, hint: Any) -> bool:
+    """Whether a JSON value is of the type a record's field declares: an int is one a 64-bit
+    counter holds (numpy takes no other), a float takes such an int too, a bool is no number, a
+    dict's values fit its value type; None fits an optional."""
+    options = typing.get_args(hint) if isinstance(hint, types.UnionType) else (hint,)
+    for option in options:
+        kind = typing.get_origin(option) or option
+        if option is type(None) and value is None:
+            return True
+        if isinstance(value, bool):
+            if kind is bool:
+                return True
+        elif kind in (int, float) and isinstance(value, int):
+            if -2**63 <= value < 2**64:
+                return True
+        elif kind is float and isinstance(value, float):
+            return True
+        elif kind is dict and isinstance(value, dict):
+            args = typing.get_args(option)
+            if not args or all(fits(v, args[1]) for v in value.values()):
+                return True
+        elif kind in (str, list, tuple) and isinstance(value, kind):
+            return True
+    return False
+
+
+def finite_number(value: Any) -> float | None:
+    """A JSON number as a finite float; None for anything else (NaN, an infinity, 10**400, true)."""
+    return float(value) if fits(value, float) and math.isfinite(value) else None
+
+
 class _Plain:
-    """A record of plain values (numbers, flags, names), read and written key for key."""
+    """A record of plain values (numbers, flags, names), read and written key for key; a value
+    not of its field's type is refused (TypeError), as a missing one is (KeyError)."""
 
     @classmethod
     def from_json(cls, doc: dict[str, Any]) -> Self:
-        return cls(**{f.name: doc[f.name] for f in fields(cls)})
+        hints = field_types(cls)
+        values = {f.name: doc[f.name] for f in fields(cls)}
+        for name, value in values.items():
+            if not fits(value, hints[name]):
+                raise TypeError(f"{cls.__name__}.{name} is {value!r}")
+        return cls(**values)
 
     def to_dict(self) -> dict[str, Any]:
         return _in_key_order({f.name: getattr(self, f.name) for f in fields(self)})
@@ -410,7 +458,8 @@ class LatenessVerdict:
 
     @classmethod
     def from_json(cls, doc: dict[str, Any]) -> LatenessVerdict:
-        return cls(**{f.name: doc.get(f.name) for f in fields(cls)})
+        hints = field_types(cls)  # a figure not of its type is no figure: None, as one not written
+        return cls(**{f.name: v if fits(v := doc.get(f.name), hints[f.name]) else None for f in fields(cls)})
 
     def to_dict(self) -> dict[str, Any]:
         return {f.name: getattr(self, f.name) for f in fields(self)}
@@ -429,7 +478,7 @@ def read_stats_if_any(path: str | Path) -> DatapathStats | None:
         return None
     try:
         return DatapathStats.from_json(doc)
-    except (KeyError, TypeError) as e:  # not what this bloatlab's binary writes
+    except (KeyError, TypeError, AttributeError, ValueError) as e:  # not what this bloatlab's binary writes
         raise MachineError(f"{path} is not a stats file of this bloatlab's datapath (at {e!r})") from None
 
 
@@ -437,5 +486,5 @@ def read_json_if_any(path: Path) -> dict[str, Any] | None:
     """A JSON file the datapath replaces atomically, or None while it is not there yet."""
     try:
         return json.loads(path.read_text())
-    except (FileNotFoundError, json.JSONDecodeError):
+    except (FileNotFoundError, ValueError, RecursionError):  # ValueError: not JSON (not UTF-8, a 4300-digit number)
         return None  # not there yet; the datapath replaces it atomically, so no torn reads

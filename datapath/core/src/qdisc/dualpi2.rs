@@ -287,10 +287,24 @@ impl DualPi2 {
             }
             let (c, l) = self.head_delays(t);
             let qdelay = c.max(l);
+            let before = (self.prob, self.last_qdelay);
             self.prob = update_probability(&self.p, self.prob, qdelay, self.last_qdelay);
             self.last_qdelay = qdelay;
             out.probability(t, self.prob);
             t += tupdate;
+            // The rest of the updates would change only the delay they saw, and only the last
+            // one's is kept: empty, once an update changed nothing (the delay stays 0); queued,
+            // once p' is at its ceiling with the delay at or above target (the delay then grows
+            // by tupdate per update, so neither term of an update is negative). They are
+            // skipped; run, they cost an update per tupdate of the wait (a slow serialiser's).
+            let ceiling = if self.p.drop_on_overload { 1.0 } else { 1.0f64.min(1.0 / self.p.coupling_factor as f64) };
+            let settled = if self.qlen() == 0 { before == (self.prob, self.last_qdelay) } else { self.prob == ceiling && qdelay >= self.p.target };
+            if t <= now && settled {
+                let last = t + Duration((now.nanos() - t.nanos()) / tupdate.nanos() * tupdate.nanos());
+                let (c, l) = self.head_delays(last);
+                self.last_qdelay = c.max(l);
+                t = last + tupdate;
+            }
         }
         self.next_update = Some(t);
     }

@@ -159,6 +159,12 @@ impl QueueDisc for FqCodel {
         }
         if self.over_limit() {
             self.drop_from_fattest(out);
+            // A byte limit (bloatlab's: Linux's counts packets, which one batch always brings
+            // back) holds whatever the batch: one batch of small packets may free less than a
+            // large arrival takes, and the queue would creep past its limit arrival by arrival.
+            while matches!(self.limit, Limit::Bytes(b) if self.bytes > b) {
+                self.drop_from_fattest(out);
+            }
         }
     }
 

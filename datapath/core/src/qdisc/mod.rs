@@ -278,8 +278,12 @@ impl Queue {
         self.stats.arrived += 1;
         self.disc.enqueue(now, pkt, rng, &mut self.scratch);
         self.report_probabilities(on_event);
+        // Marks come first: a packet marked as it arrives may still be refused (RED's verdict,
+        // then a full queue, as Linux's sch_red and its child qdisc count them), and its mark
+        // happened before its drop.
+        self.account_marks(on_event);
         let mut accepted = true;
-        // The arriving packet's fate first, so the log reads in causal order.
+        // The arriving packet's fate next, so the log reads in causal order.
         if let Some(pos) = self.scratch.drops.iter().position(|d| d.packet.id == info.id) {
             let d = self.scratch.drops.remove(pos);
             accepted = false;
@@ -323,12 +327,16 @@ impl Queue {
         }
     }
 
-    /// Books the marks, and the drops of packets that were in the queue (those left in `scratch`).
-    fn account_verdicts(&mut self, on_event: &mut impl FnMut(QueueEvent, &QueueStats)) {
+    fn account_marks(&mut self, on_event: &mut impl FnMut(QueueEvent, &QueueStats)) {
         for (info, reason) in self.scratch.marks.drain(..) {
             self.stats.marks.add(reason);
             on_event(QueueEvent::Marked(info, reason), &self.stats);
         }
+    }
+
+    /// Books the marks, and the drops of packets that were in the queue (those left in `scratch`).
+    fn account_verdicts(&mut self, on_event: &mut impl FnMut(QueueEvent, &QueueStats)) {
+        self.account_marks(on_event);
         for d in self.scratch.drops.drain(..) {
             self.stats.dropped_in_queue += 1;
             self.stats.backlog_pkts -= 1;

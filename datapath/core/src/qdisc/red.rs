@@ -235,12 +235,19 @@ impl Red {
         let (target_lo, target_hi) = (min + 0.4 * (max - min), min + 0.6 * (max - min));
         while t <= now {
             let avg = self.idle_avg(t);
+            let was = self.max_p;
             if avg > target_hi && self.max_p <= MAX_P_MAX {
                 self.max_p += (self.max_p / 4.0).min(0.01); // additive increase
             } else if avg < target_lo && self.max_p >= MAX_P_MIN {
                 self.max_p *= 0.9; // multiplicative decrease
             }
             t += ADAPT_EVERY;
+            // Nothing changed, and nothing will: the average holds still until an empty queue
+            // starts its idle decay, and then only falls, so once below target it stays there.
+            // The rest of the ticks are skipped; run, a leap of years in a replay is billions.
+            if self.max_p == was && (self.idle_since.is_none() || avg < target_lo) && t <= now {
+                t += Duration((now.nanos() - t.nanos()) / ADAPT_EVERY.nanos() * ADAPT_EVERY.nanos() + ADAPT_EVERY.nanos());
+            }
         }
         self.next_adapt = Some(t);
     }

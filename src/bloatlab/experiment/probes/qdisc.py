@@ -173,6 +173,14 @@ def netlink_error(payload: memoryview) -> int:
     return -NLMSGERR.unpack_from(payload)[0]
 
 
+def error_text(err: int) -> str:
+    """An errno in words; os.strerror takes only a C int (-INT_MIN, 2**31, is none)."""
+    try:
+        return os.strerror(err)
+    except (OverflowError, ValueError):
+        return f"error {err}"
+
+
 def parse_qdisc(payload: memoryview, ifnames: Mapping[int, str]) -> QdiscStats:
     """An RTM_NEWQDISC message's payload (tcmsg and attributes) as QdiscStats."""
     if len(payload) < TCMSG.size:
@@ -224,12 +232,14 @@ def parse_qdiscs(data: bytes | memoryview, ifnames: Mapping[int, str]) -> list[Q
         elif mtype in (NLMSG_ERROR, NLMSG_DONE):
             err = netlink_error(payload)
             if err:
-                raise MachineError(f"the kernel refused the qdisc request: {os.strerror(err)}")
+                raise MachineError(f"the kernel refused the qdisc request: {error_text(err)}")
     return found
 
 
 def parse_link_name(payload: memoryview) -> tuple[int, str]:
     """(ifindex, name) of an RTM_NEWLINK message's payload."""
+    if len(payload) < IFINFOMSG.size:
+        raise MachineError(f"short RTM_NEWLINK message: {len(payload)} bytes")
     index = IFINFOMSG.unpack_from(payload)[3]
     for atype, value in iter_attributes(payload, IFINFOMSG.size):
         if atype == IFLA_IFNAME:
@@ -423,7 +433,7 @@ class _NetlinkError(Exception):
     """An errno the kernel answered a request with; turned into a MachineError by the caller."""
 
     def __init__(self, err: int):
-        super().__init__(os.strerror(err))
+        super().__init__(error_text(err))
         self.errno = err
 
 

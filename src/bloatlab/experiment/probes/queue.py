@@ -5,6 +5,7 @@ from a kernel qdisc's sampled statistics, as series rows and the summary's queue
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -111,7 +112,12 @@ def from_qlog(path: Path, t0_mono: float) -> QueueTrace:
 def from_qdisc_csv(path: Path, t0_mono: float) -> QueueTrace:
     """From a kernel qdisc's samples (probes/qdisc.py: t_s,iface,kind,qlen_pkts,backlog_bytes,
     drops; drops cumulative since the qdisc was made)."""
-    cols = np.genfromtxt(path, delimiter=",", skip_header=1, usecols=(0, 3, 4, 5), ndmin=2)
+    with warnings.catch_warnings():  # a line cut short (a run killed mid-write) is skipped, not a warning
+        warnings.simplefilter("ignore")
+        cols = np.genfromtxt(path, delimiter=",", skip_header=1, usecols=(0, 3, 4, 5), ndmin=2, invalid_raise=False,
+                             encoding="latin-1")  # a byte that is no UTF-8 is no number either
+    if cols.size:  # and one whose cells are not numbers, or counts beyond 64 bits
+        cols = cols[np.isfinite(cols).all(axis=1) & (np.abs(cols[:, 1:]) < 2**63).all(axis=1)]
     if cols.size == 0:
         return QueueTrace(*(np.zeros(0) for _ in range(4)))
     t_mono, pkts, nbytes, drops = cols.T

@@ -64,7 +64,8 @@ impl Cake {
         let tins = p.diffserv.tins(rate).into_iter().map(|share| Tin::new(share, &p)).collect();
         let by_rate = match p.memory_limit_bytes {
             Some(m) => m,
-            None if rate != 0 => (rate * p.interval.nanos() / 250_000_000).max(DEFAULT_BUFFER_FLOOR_BYTES),
+            // In 128 bits: 400 Gbit/s over a 10 s interval passes 2^64 byte-nanoseconds.
+            None if rate != 0 => u64::try_from(rate as u128 * p.interval.nanos() as u128 / 250_000_000).unwrap_or(u64::MAX).max(DEFAULT_BUFFER_FLOOR_BYTES),
             None => u64::MAX,
         };
         let by_limit = match limit {

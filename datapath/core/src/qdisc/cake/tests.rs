@@ -383,3 +383,13 @@ fn the_accounting_holds_under_random_arrivals_in_every_mode() {
         }
     }
 }
+
+/// Found by the fuzz target `config`: the buffer derived from the rate, four intervals of it,
+/// overflowed its 64-bit product at the catalogue's own bounds (400 Gbit/s, a 10 s interval):
+/// a panic in a debug build, a wrong buffer in a release one.
+#[test]
+fn the_buffer_of_the_fastest_rate_over_the_longest_interval_is_four_intervals_of_it() {
+    let p = CakeParams { bandwidth_bps: 400_000_000_000, interval: Duration::from_millis(10_000), ..CakeParams::default() };
+    // 50 GB/s for 40 s.
+    assert_eq!(Cake::new(Limit::Bytes(1 << 50), p, 1).buffer_limit(), 2_000_000_000_000);
+}

@@ -424,3 +424,51 @@ fn bad_parameters_name_the_field() {
     assert_eq!(EcnMask::from_name("any_ect"), Some(EcnMask::AnyEct));
     assert_eq!(EcnMask::from_name("ect1"), None);
 }
+
+/// Found by the fuzz target `disciplines`: the catch-up ran every update since the last event,
+/// so a long wait (a slow serialiser's) with a short tupdate held the operation for as many
+/// updates (an hour at 1 ns: 3.6 * 10^12). Once p' is held at its ceiling with the delay above
+/// target, or an empty queue's update changes nothing (alpha 0 leaves p' where it is), the rest
+/// are skipped, exactly: one catch-up ends where updating one tupdate at a time does, with the
+/// same records.
+#[test]
+fn a_long_wait_skips_the_updates_that_change_nothing_exactly() {
+    // 200 packets queued at 0 with p' under way (or none queued, p' at 0.3), updates every us.
+    let under_way = |p: DualPi2Params, queued: u64| {
+        let mut q = DualPi2::new(Limit::Packets(10_000), p);
+        let (mut rng, mut out) = (Rng::new(1), Verdicts::default());
+        for id in 0..queued {
+            q.enqueue(Instant(0), pkt(id, if id % 2 == 0 { Ecn::NotEct } else { Ecn::Ect1 }, 1500), &mut rng, &mut out);
+        }
+        q.prob = 0.3;
+        q.last_qdelay = d(if queued > 0 { 1 } else { 5 });
+        q.next_update = Some(Instant(MS));
+        (q, out)
+    };
+    let tupdate = Duration(1_000);
+    let cases = [
+        ("saturated at 1", DualPi2Params { tupdate, target: d(1), ..Default::default() }, 200),
+        ("saturated at 1/k", DualPi2Params { tupdate, target: d(1), drop_on_overload: false, coupling_factor: 3, ..Default::default() }, 200),
+        ("empty, alpha 0", DualPi2Params { tupdate, target: d(1), alpha: 0.0, ..Default::default() }, 0),
+        ("empty", DualPi2Params { tupdate, target: d(1), ..Default::default() }, 0),
+    ];
+    for (case, p, queued) in cases {
+        let (mut once, mut once_out) = under_way(p.clone(), queued);
+        let (mut stepped, mut stepped_out) = under_way(p.clone(), queued);
+        let end = 50 * MS + 333;
+        once.catch_up(Instant(end), &mut once_out);
+        let mut t = MS;
+        while t <= end {
+            stepped.catch_up(Instant(t), &mut stepped_out);
+            t += 1_000;
+        }
+        stepped.catch_up(Instant(end), &mut stepped_out);
+        assert_eq!((once.prob, once.last_qdelay, once.next_update), (stepped.prob, stepped.last_qdelay, stepped.next_update), "{case}");
+        assert_eq!(once_out.probs, stepped_out.probs, "{case}");
+        assert!(!stepped_out.probs.is_empty(), "{case}: p' moved");
+
+        let (mut q, mut out) = under_way(DualPi2Params { tupdate: Duration(1), ..p }, queued);
+        q.catch_up(Instant(3_600_000 * MS), &mut out);
+        assert_eq!(q.next_update, Some(Instant(3_600_000 * MS + 1)), "{case}: the grid of updates kept");
+    }
+}

@@ -139,6 +139,25 @@ fn memory_limit_counts_bytes() {
     assert_eq!(h.drops().len(), 3, "6000 > 5000: half of the fat flow goes");
 }
 
+/// Found by the fuzz target `disciplines`: over a byte limit, one batch from the fattest flow
+/// (as Linux drops for its packet limit) could free less than the arrival took: with a batch of
+/// 1 and a fat flow of small packets, full-size packets of other flows crept past a 100 kB limit
+/// to 2.2 MB. A byte limit now holds after every arrival.
+#[test]
+fn a_byte_limit_holds_whatever_the_batch() {
+    let mut h = Harness::new(QueueConfig::FqCodel(Limit::Bytes(100_000), FqCodelParams { drop_batch: 1, ..Default::default() }));
+    for _ in 0..1500 {
+        put(&mut h, 0, 1, 64);
+    }
+    for k in 0..3000 {
+        put(&mut h, 0, 2 + k, 1514);
+        put(&mut h, 0, 1, 64);
+        put(&mut h, 0, 1, 64);
+        assert!(h.q.stats().backlog_bytes <= 100_000, "{} bytes queued", h.q.stats().backlog_bytes);
+    }
+    assert!(h.drops().iter().all(|d| d.2 == DropReason::FqOverflow));
+}
+
 #[test]
 fn per_flow_codel_keeps_a_sparse_flow_fast() {
     // A bulk flow keeps 200 packets queued at a 1.2 ms service time (1500 B at 10 Mbit/s);

@@ -268,3 +268,56 @@ fn an_idle_queue_at_zero_reports_nothing() {
     out.probability(Instant(3), 0.5);
     assert_eq!(out.probs, vec![(Instant(1), 1 << 32), (Instant(3), 1 << 31)]);
 }
+
+/// A PIE whose controller is under way at `t0`, p at 0.3: with 30 packets queued and a 20 ms
+/// delay measured (p climbs to 1 and stays), or emptied (p decays to 0 and stays).
+fn under_way(p: PieParams, queued: bool, t0: u64) -> (Pie, Verdicts) {
+    let mut pie = Pie::new(Limit::Packets(1000), p);
+    let (mut rng, mut out) = (Rng::new(1), Verdicts::default());
+    for id in 0..if queued { 30 } else { 0 } {
+        pie.enqueue(Instant(0), Packet::with_headers(id, vec![0; 14], 1500, 0), &mut rng, &mut out);
+    }
+    pie.v.prob = 0.3;
+    pie.v.qdelay = if queued { d(20) } else { Duration::ZERO };
+    pie.v.avg_dq_rate = 0.001; // bytes per ns: 45 ms for the 45 000 bytes
+    pie.v.burst_state = BurstState::Protecting; // ns-3: a burst allowance just spent
+    pie.next_update = Some(Instant(t0));
+    (pie, out)
+}
+
+/// Found by the fuzz target `disciplines`: the timer's catch-up ran every update since the last
+/// event, so a long wait with a short tupdate held the operation for as many updates (an hour
+/// at 1 ns: 3.6 * 10^12; with ns3, 1.5 * 10^9 after any burst). Updates that change nothing,
+/// or only ns-3's count of quiet ones, are now skipped, exactly: one catch-up ends where
+/// updating one tupdate at a time does, with the same records.
+#[test]
+fn a_long_wait_skips_the_updates_that_change_nothing_exactly() {
+    for ns3 in [false, true] {
+        for dq_rate_estimator in [false, true] {
+            for queued in [false, true] {
+                let case = format!("ns3 {ns3}, dq_rate_estimator {dq_rate_estimator}, queued {queued}");
+                // ns-3's burst state counts 1.5 s of quiet updates before it rests.
+                let (tupdate, end) = if ns3 { (10_000, 1_600 * MS + 333) } else { (1_000, 50 * MS + 333) };
+                let p = PieParams { tupdate: Duration(tupdate), max_burst: Duration::ZERO, ns3, dq_rate_estimator, ..PieParams::default() };
+                let (mut once, mut once_out) = under_way(p.clone(), queued, MS);
+                let (mut stepped, mut stepped_out) = under_way(p.clone(), queued, MS);
+                once.catch_up(Instant(end), &mut once_out);
+                let mut t = MS;
+                while t <= end {
+                    stepped.catch_up(Instant(t), &mut stepped_out);
+                    t += tupdate;
+                }
+                stepped.catch_up(Instant(end), &mut stepped_out);
+                assert_eq!(stepped.v.prob, if queued { 1.0 } else { 0.0 }, "{case}");
+                assert_eq!(once.v, stepped.v, "{case}");
+                assert_eq!(once.next_update, stepped.next_update, "{case}");
+                assert_eq!(once_out.probs, stepped_out.probs, "{case}");
+
+                assert_eq!(stepped.v.burst_state, if ns3 && !queued { BurstState::NoBurst } else { BurstState::Protecting }, "{case}");
+                let (mut pie, mut out) = under_way(PieParams { tupdate: Duration(1), ..p }, queued, MS);
+                pie.catch_up(Instant(3_600_000 * MS), &mut out);
+                assert_eq!(pie.next_update, Some(Instant(3_600_000 * MS + 1)), "{case}: the grid of updates kept");
+            }
+        }
+    }
+}

@@ -1,5 +1,5 @@
 use super::super::testkit::{Harness, MS, US};
-use super::super::{MarkReason, QueueConfig};
+use super::super::{MarkReason, QueueConfig, QueueEvent};
 use super::*;
 use crate::wire::Ecn;
 
@@ -263,4 +263,85 @@ fn ns3_waits_between_drops_as_ns3_does() {
     assert!((27.0..33.0).contains(&ns3) && least >= 20, "ns-3: mean {ns3}, least {least}");
     let (linux, _) = mean_gap(false);
     assert!((8.0..13.0).contains(&linux), "Linux: mean {linux}");
+}
+
+/// Found by the fuzz target `disciplines`: an arrival marked CE (above max, with ecn) that the
+/// full queue then refused was logged dropped first and marked after, so the log said a packet
+/// was marked once gone (and the replay kept that mark, for a packet that never left). The mark
+/// is logged first now; both are counted, as Linux's sch_red and its child qdisc count them.
+#[test]
+fn a_marked_arrival_the_full_queue_refuses_is_marked_before_it_is_dropped() {
+    let p = RedParams { min: Some(2), max: Some(4), ecn: true, ..Default::default() };
+    let mut h = Harness::new(QueueConfig::Red(Limit::Packets(6), p));
+    for _ in 0..20 {
+        let pkt = h.packet(0, Ecn::Ect0, 1000);
+        h.offer(0, pkt);
+    }
+    let marked_then_dropped: Vec<u64> = h
+        .marks()
+        .iter()
+        .filter(|m| h.drops().iter().any(|d| d.1 == m.1 && d.2 == DropReason::QueueFull))
+        .map(|m| m.1)
+        .collect();
+    assert!(!marked_then_dropped.is_empty(), "marked, then refused by the full queue");
+    for id in marked_then_dropped {
+        let at = |want: fn(&QueueEvent) -> bool| h.events.iter().position(|(_, e)| want(e) && matches!(e, QueueEvent::Marked(p, _) | QueueEvent::Dropped(p, _) if p.id == id));
+        let (mark, drop) = (at(|e| matches!(e, QueueEvent::Marked(..))), at(|e| matches!(e, QueueEvent::Dropped(..))));
+        assert!(mark < drop, "packet {id}: the mark is logged before the drop");
+    }
+    let s = h.q.stats();
+    assert_eq!((s.marks.total(), s.drops.total()), (h.marks().len() as u64, h.drops().len() as u64));
+}
+
+/// Found by the fuzz target `replay_input`: adaptive RED ran its 500 ms tick for every one due
+/// since the last packet, so a replay's leap of years held the replay for hours (2.9 * 10^18 ns
+/// is 5.8 * 10^9 ticks). Once a tick changes nothing and nothing can change (busy, or idle with
+/// the average below target), the rest are skipped, exactly: one catch-up ends where ticking
+/// one at a time does.
+#[test]
+fn adaptive_skips_the_ticks_that_change_nothing_exactly() {
+    let p = RedParams { min: Some(10), max: Some(30), burst_pkts: Some(11), adaptive: true, gentle: true, ..Default::default() };
+    // After a standing queue of 40 for 2.1 s (max_p up to 0.0488), emptied (or left standing).
+    let busy = |standing: bool| {
+        let mut d = Drive::new(Limit::Packets(1000), p.clone());
+        let mut t = 0;
+        while d.red.backlog() < 40.0 {
+            d.offer(t, 1000, Ecn::NotEct);
+            t += 1;
+        }
+        while t < 2_100 * MS {
+            if d.offer(t, 1000, Ecn::NotEct) {
+                d.take(t);
+            }
+            if d.red.backlog() < 40.0 {
+                d.offer(t, 1000, Ecn::NotEct);
+            }
+            t += MS;
+        }
+        if !standing {
+            while d.take(t) {}
+        }
+        (d, t)
+    };
+    for standing in [false, true] {
+        let (mut once, t0) = busy(standing);
+        let (mut stepped, _) = busy(standing);
+        let end = t0 + 600_000 * MS + 7; // ten minutes: 1200 ticks
+        once.red.adapt(Instant(end));
+        let mut t = t0;
+        while t <= end {
+            stepped.red.adapt(Instant(t));
+            t += 100 * MS;
+        }
+        stepped.red.adapt(Instant(end));
+        assert_eq!((once.red.max_p(), once.red.next_adapt), (stepped.red.max_p(), stepped.red.next_adapt), "standing {standing}");
+        assert_eq!(stepped.red.max_p() > 0.5, standing, "standing {standing}: max_p rose to its ceiling, or fell to its floor");
+        // A century later, on the same grid of ticks.
+        let (mut d, t0) = busy(standing);
+        let next = d.red.next_adapt.unwrap().nanos();
+        let century = t0 + 100 * 365 * 86_400_000 * MS;
+        d.red.adapt(Instant(century));
+        let after = d.red.next_adapt.unwrap().nanos();
+        assert!(after > century && after <= century + 500 * MS && (after - next) % (500 * MS) == 0, "standing {standing}");
+    }
 }

@@ -118,14 +118,17 @@ test: packages build ## cargo test, the layers' import contract (lint-imports), 
 	if [ $$rc -eq 5 ]; then echo "make test: pytest collected no tests; that is a failure" >&2; exit 1; fi; \
 	exit $$rc
 
-# The fuzz targets' long campaign (docs/fuzzing.md); `make test` runs their short one. Each Rust
-# target runs FUZZ_CASES cases (proptest, in release); each Python target 100 times its short
-# campaign's examples (Hypothesis, random, failures kept in .hypothesis/ and tried first next time).
-FUZZ_CASES ?= 200000
+# The fuzz targets' long campaign (docs/fuzzing.md); `make test` runs their short one. Each target
+# runs FUZZ_SCALE times its short campaign's cases: the Rust ones (proptest) in a release build
+# that keeps overflow checks, the Python ones (Hypothesis) at random, their failures kept in
+# .hypothesis/ and tried first next time (proptest's in datapath/fuzz/proptest-regressions/).
+FUZZ_SCALE ?= 100
 fuzz: packages build ## the fuzz targets' long campaign: proptest over the datapath's parsers and disciplines, Hypothesis over every Python parser of input (docs/fuzzing.md)
 	@$(MAKE) --no-print-directory venv EXTRAS=test,calibrate
-	PROPTEST_CASES=$(FUZZ_CASES) $(CARGO) test --release -p bloatlab-fuzz -- --nocapture --test-threads=1
-	BLOATLAB_FUZZ=long $(VENV)/bin/python -m pytest -q -p no:cacheprovider --hypothesis-show-statistics tests/fuzz
+	CARGO_PROFILE_RELEASE_OVERFLOW_CHECKS=true CARGO_TARGET_DIR=target/fuzz FUZZ_SCALE=$(FUZZ_SCALE) \
+		$(CARGO) test --release -p bloatlab-fuzz -- --nocapture
+	BLOATLAB_FUZZ=long BLOATLAB_FUZZ_FACTOR=$(FUZZ_SCALE) $(VENV)/bin/python -m pytest -q -p no:cacheprovider \
+		--hypothesis-show-statistics tests/fuzz
 
 DEMO_OUT ?= results/demo
 demo: setup ## the CS244 experiment at maxq 20 and 100 (60 s each): aggregate, plots, report.html

@@ -79,7 +79,8 @@ fn leaf() -> impl Strategy<Value = Value> {
 /// config's, so that some resolve.
 fn queue_value() -> impl Strategy<Value = Value> {
     let discipline = prop_oneof![6 => proptest::sample::select(&bloatlab_config::DISCIPLINES[..]).prop_map(Value::from), 1 => leaf()];
-    let limit = prop_oneof![Just(("packets", json!(100))), Just(("bytes", json!(100_000))), proptest::sample::select(&["packets", "bytes"][..]).prop_flat_map(|k| leaf().prop_map(move |v| (k, v)))];
+    let any_limit = proptest::sample::select(&["packets", "bytes"][..]).prop_flat_map(|k| leaf().prop_map(move |v| (k, v)));
+    let limit = prop_oneof![Just(("packets", json!(100))), Just(("bytes", json!(100_000))), any_limit];
     (discipline, limit, proptest::collection::vec((proptest::sample::select(&KEYS[11..]), leaf()), 0..4)).prop_map(|(d, (k, v), rest)| {
         let mut q = serde_json::Map::new();
         q.insert("discipline".into(), d);

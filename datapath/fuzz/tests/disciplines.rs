@@ -81,7 +81,8 @@ fn queue_json() -> impl Strategy<Value = Value> {
     let opt = |s: BoxedStrategy<Value>| proptest::option::weighted(0.8, s).prop_map(|v| v.unwrap_or(Value::Null));
     let dur = || opt(duration().prop_map(Value::from).boxed());
     let boolean = || opt(any::<bool>().prop_map(Value::from).boxed());
-    let codel = (dur(), dur(), boolean(), boolean()).prop_map(|(t, i, e, c)| json!({"discipline": "codel", "target_ns": t, "interval_ns": i, "ecn": e, "coarse_time": c}));
+    let codel = (dur(), dur(), boolean(), boolean())
+        .prop_map(|(t, i, e, c)| json!({"discipline": "codel", "target_ns": t, "interval_ns": i, "ecn": e, "coarse_time": c}));
     let fq_codel = (
         (dur(), dur(), boolean(), boolean()),
         opt(prop_oneof![1..64u64, 1..=65536u64].prop_map(Value::from).boxed()),
@@ -443,7 +444,9 @@ fn direction() -> impl Strategy<Value = (DirectionConfig, Value)> {
         }),
     ];
     let delay = prop_oneof![2 => Just(0u64), 4 => 0..50 * MS, 1 => 0..=MAX_DURATION_NS];
-    (rate, delay, 0.0..=1.0f64, prop_oneof![2 => Just(0.0f64), 1 => 0.0..1.0f64], queue_json(), any::<u64>(), prop_oneof![Just(1518usize), 15..=65_549usize], any::<bool>())
+    let loss = prop_oneof![2 => Just(0.0f64), 1 => 0.0..1.0f64];
+    let max_frame = prop_oneof![Just(1518usize), 15..=65_549usize];
+    (rate, delay, 0.0..=1.0f64, loss, queue_json(), any::<u64>(), max_frame, any::<bool>())
         .prop_map(|(rate, delay_ns, jitter_share, loss, q, seed, max_frame_bytes, rewrite)| {
             let cfg = DirectionConfig {
                 rate,

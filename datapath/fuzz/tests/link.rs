@@ -25,10 +25,21 @@ use proptest::prelude::*;
 use proptest::test_runner::TestCaseError;
 use serde_json::{json, Value};
 
-fn scratch_dir(tag: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("bloatlab-fuzz-{}-link-{tag}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
+/// A scratch directory of this process, removed when the target ends, failed or not.
+struct Scratch(PathBuf);
+
+impl Scratch {
+    fn new(tag: &str) -> Scratch {
+        let dir = std::env::temp_dir().join(format!("bloatlab-fuzz-{}-link-{tag}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        Scratch(dir)
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
 }
 
 /// An end of a link: an interface or a switch, by a name from a small pool (so that names
@@ -60,7 +71,10 @@ fn topology() -> impl Strategy<Value = Value> {
         proptest::option::weighted(0.1, prop_oneof![8 => 1..4usize, 1 => Just(0usize), 1 => 250..300usize]),
         proptest::option::weighted(0.1, prop_oneof![8 => 0.5..=1.0f64, 1 => 0.4..0.5f64, 1 => 1.0..1.1f64]),
         proptest::option::weighted(0.1, prop_oneof![8 => 0..20_000_000u64, 1 => 20_000_001..30_000_000u64]),
-        proptest::option::weighted(0.1, prop_oneof![Just(json!(null)), Just(json!({})), Just(json!({"enter_pressure": 0.9, "exit_pressure": 0.95})), Just(json!({"sleep_ns": 0}))]),
+        proptest::option::weighted(
+            0.1,
+            prop_oneof![Just(json!(null)), Just(json!({})), Just(json!({"enter_pressure": 0.9, "exit_pressure": 0.95})), Just(json!({"sleep_ns": 0}))],
+        ),
     );
     (proptest::collection::vec(link, 0..10), settings).prop_map(|(links, (workers, quantile, lead, batching))| {
         let dir = json!({"rate_bps": 10000000, "delay_ns": 1000000, "queue": {"discipline": "droptail", "packets": 10}});
@@ -190,20 +204,19 @@ fn frames() -> impl Strategy<Value = Vec<(usize, Vec<u8>)>> {
 
 #[test]
 fn topologies() {
-    let dir = scratch_dir("topologies");
-    let path = dir.join("config.json");
+    let dir = Scratch::new("topologies");
+    let path = dir.0.join("config.json");
     let outcomes = Outcomes::new();
     fuzz("link.topologies", 1_000, || (topology(), 1..5usize, frames()), |(cfg, cores, frames)| {
         check_config(&path, cfg.to_string().as_bytes(), cores, &frames, &outcomes)
     });
     outcomes.report("link.topologies", "loaded", "planned and switched");
-    let _ = std::fs::remove_dir_all(dir);
 }
 
 #[test]
 fn mutated_configs() {
-    let dir = scratch_dir("mutated");
-    let path = dir.join("config.json");
+    let dir = Scratch::new("mutated");
+    let path = dir.0.join("config.json");
     let outcomes = Outcomes::new();
     let n = corpus::DIRECTIONS.len();
     // Whole-text edits of the config as write_config writes it: cuts, flips, splices.
@@ -217,7 +230,6 @@ fn mutated_configs() {
         check_config(&path, &text, cores, &frames, &outcomes)
     });
     outcomes.report("link.mutated_configs", "loaded", "planned and switched");
-    let _ = std::fs::remove_dir_all(dir);
 }
 
 /// A pcapng file, read strictly: its blocks, each with its options; (block type, body, options).
@@ -345,8 +357,10 @@ fn pcapng_blocks() {
 
 #[test]
 fn captures() {
-    let dir = scratch_dir("captures");
-    let offers = proptest::collection::vec((any::<bool>(), prop_oneof![proptest::collection::vec(any::<u8>(), 0..100), proptest::collection::vec(any::<u8>(), 1400..1600)]), 0..60);
+    let scratch = Scratch::new("captures");
+    let dir = &scratch.0;
+    let frame = prop_oneof![proptest::collection::vec(any::<u8>(), 0..100), proptest::collection::vec(any::<u8>(), 1400..1600)];
+    let offers = proptest::collection::vec((any::<bool>(), frame), 0..60);
     let strategy = || (prop_oneof![14..200u32, 1400..=262_144u32], prop_oneof![4096..20_000u64, 20_000..1_000_000u64], name(), offers);
     let case = std::sync::atomic::AtomicU64::new(0);
     fuzz("link.captures", 200, strategy, |(snaplen, limit_bytes, if_name, offers)| {
@@ -390,5 +404,4 @@ fn captures() {
         }
         Ok(())
     });
-    let _ = std::fs::remove_dir_all(dir);
 }

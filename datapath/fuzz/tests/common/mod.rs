@@ -19,12 +19,13 @@ const HANG_S: u64 = 300;
 
 /// Runs `test` over `default_cases` inputs (times FUZZ_SCALE; PROPTEST_CASES, when set, for
 /// every target) drawn from the strategy `strategy` makes, then prints `fuzz NAME: N cases in
-/// S s`. A failure is shrunk, kept in
-/// proptest-regressions/NAME.txt (in this crate's directory, the test's working directory),
+/// S s`. A failure is shrunk, kept in proptest-regressions/NAME.txt (in this crate's directory),
 /// and fails the test; every later run replays the kept ones first.
-pub fn fuzz<S: Strategy>(name: &'static str, default_cases: u32, strategy: impl FnOnce() -> S + Send, test: impl Fn(S::Value) -> Result<(), TestCaseError> + Send)
+pub fn fuzz<S, T>(name: &'static str, default_cases: u32, strategy: impl FnOnce() -> S + Send, test: T)
 where
+    S: Strategy,
     S::Value: std::fmt::Debug,
+    T: Fn(S::Value) -> Result<(), TestCaseError> + Send,
 {
     let mut config = ProptestConfig::default();
     if std::env::var_os("PROPTEST_CASES").is_none() {
@@ -37,9 +38,9 @@ where
     if std::env::var_os("PROPTEST_RNG_ALGORITHM").is_none() {
         config.rng_algorithm = RngAlgorithm::XorShift;
     }
-    // A regression file per target, named after it; leaked once per target, as proptest wants a
-    // &'static path.
-    let path: &'static str = Box::leak(format!("proptest-regressions/{name}.txt").into_boxed_str());
+    // A regression file per target, named after it, in this crate whatever the working directory
+    // (leaked once per target: proptest wants a &'static path).
+    let path: &'static str = Box::leak(format!("{}/proptest-regressions/{name}.txt", env!("CARGO_MANIFEST_DIR")).into_boxed_str());
     config.failure_persistence = Some(Box::new(FileFailurePersistence::Direct(path)));
     let cases = AtomicU64::new(0);
     let started = Instant::now();

@@ -37,8 +37,8 @@ PROFILE = os.environ.get("BLOATLAB_FUZZ", "short")
 if PROFILE not in ("short", "long"):
     raise SystemExit(f"BLOATLAB_FUZZ={PROFILE!r}: choose short or long")
 # The long campaign's examples per target are the short one's times this (each target's short
-# count is sized to its speed, so this keeps each long target near 2-3 minutes on two cores).
-LONG_FACTOR = int(os.environ.get("BLOATLAB_FUZZ_FACTOR", "100"))
+# count is sized to its speed: this keeps each long target near 1-4 minutes on two busy cores).
+LONG_FACTOR = int(os.environ.get("BLOATLAB_FUZZ_FACTOR", "200"))
 
 _COMMON = dict(deadline=None,  # a noisy machine: a slow example is not a failure
                suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,

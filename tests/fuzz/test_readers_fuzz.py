@@ -427,14 +427,16 @@ def test_summary_values_not_of_their_type_read_as_none(tmp_path):
 
 
 @pytest.mark.parametrize("change", [{"points": [{"label": "x", "runs": 5}]},
+                                    {"points": [{**SWEEP["points"][0], "values": {"maxq": []}}]},
                                     {"points": [{"label": "x", "runs": [{"rep": "x"}]}]},
                                     {"points": [], "axes": [{"name": "maxq", "values": 5}]}])
-def test_a_damaged_sweep_json_reads_what_it_can(tmp_path, change):
-    # TypeError ('int' object is not iterable), ValueError (int("x")).
+def test_a_damaged_sweep_json_reads_what_it_can(recorded, tmp_path, change):
+    # TypeError ('int' object is not iterable), ValueError (int("x"); pandas' assign(maxq=[])).
     (tmp_path / "sweep.json").write_text(json.dumps({**SWEEP, **change}))
     (tmp_path / "aggregate.json").write_text(json.dumps({"points": 5}))
+    shutil.copytree(recorded, tmp_path / "maxq=20" / "rep1")
     sweep = load_sweep(tmp_path)
-    sweep.axes, sweep.metric_names(), sweep.metrics(), repr(sweep)
+    sweep.axes, sweep.metric_names(), sweep.metrics(), sweep.series("ping"), repr(sweep)
 
 
 def test_a_sweep_run_dir_whose_name_is_too_long_is_no_run(tmp_path):
@@ -570,3 +572,13 @@ def test_ns3_outputs_not_as_the_driver_writes_them_are_a_one_line_error(sim_expe
     with pytest.raises(BloatlabError) as caught:
         collect(tmp_path, RunRecord(sim_experiment))
     one_line(caught.value)
+
+
+def test_the_live_view_skips_samples_without_a_finite_time(recorded, tmp_path):
+    # A tcp_probe stamp of 308 digits, a bin number past a float's range, raised OverflowError in math.floor.
+    raw = _short(_archive("raw/tcp_probe.txt")).decode()
+    port = RUN_META["flows"]["bulk"]["port"]  # an event of the bulk flow's sender, which the view draws
+    stamp = next(line for line in raw.splitlines() if f"dest=10.0.0.2:{port} " in line).split("tcp_probe:")[0].split()[-1]
+    _follow_dir(tmp_path, recorded, json.dumps(UNFINISHED).encode(),
+                {"tcp_probe.txt": raw.replace(stamp, "9" * 308 + ".5:", 1).encode()})
+    Follower(tmp_path, clock=lambda: RUN_META["t0_realtime_s"] + 2.0).snapshot()

@@ -285,3 +285,13 @@ def test_a_qdisc_sample_that_is_no_utf8_is_skipped(raw_dir):
     path = raw_dir / "bytes.csv"
     path.write_bytes(QDISC_CSV.splitlines(True)[0].encode() + b"61167.4,s0-eth2,pfifo,3,4542,0\n\xed\xa0,1\n")
     assert list(from_qdisc_csv(path, 61167.3).pkts) == [3]
+
+
+def test_numbers_too_long_to_be_floats_are_no_measurement():
+    # float() reads 400 digits as infinity, which reached the live view's bins (math.floor raised).
+    huge = "9" * 400 + ".5"
+    assert parse_ping_replies(f"[{huge}] 64 bytes from h2: icmp_seq=1 ttl=64 time=1.0 ms\n") == []
+    event = next(line for line in TCP_PROBE[0].splitlines() if parse_tcp_probe(line))
+    stamp = event.split("tcp_probe:")[0].split()[-1].rstrip(":")
+    assert parse_tcp_probe(event.replace(stamp, huge)) == []
+    assert parse_iperf3_intervals([f"{huge} [  5]   0.00-0.10   sec  28.3 KBytes  2.5 Mbits/sec"]) == []

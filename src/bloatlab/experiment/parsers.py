@@ -7,6 +7,7 @@ Pure functions on text, tested on real captured outputs (tests/data/).
 from __future__ import annotations
 
 import json
+import math
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -22,6 +23,15 @@ _PING_REPLY = re.compile(
 _PING_SUMMARY = re.compile(
     rf"rtt min/avg/max/mdev = (?P<min>{_DECIMAL})/(?P<avg>{_DECIMAL})/(?P<max>{_DECIMAL})/(?P<mdev>{_DECIMAL}) ms")
 _PING_COUNTS = re.compile(r"(?<!\d)(?P<tx>\d{1,20}) packets transmitted, (?P<rx>\d{1,20}) received")
+
+
+def _float(text: Any) -> float:
+    """A number a tool printed, as a finite float; ValueError for one that is not (400 digits read
+    as infinity): the line it is on is no measurement."""
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"{str(text)[:20]} is no finite number")
+    return value
 
 
 @dataclass(frozen=True)
@@ -46,7 +56,10 @@ def parse_ping_replies(text: str) -> list[PingReply]:
     for line in text.splitlines():
         if m := _PING_REPLY.match(line.strip()):
             ts = m.group("ts")
-            replies.append(PingReply(float(ts) if ts else None, int(m.group("seq")), float(m.group("rtt"))))
+            try:
+                replies.append(PingReply(_float(ts) if ts else None, int(m.group("seq")), _float(m.group("rtt"))))
+            except ValueError:
+                continue
     return replies
 
 
@@ -55,7 +68,10 @@ def parse_ping_summary(text: str) -> PingSummary:
     if not counts:
         raise BloatlabError("ping printed no statistics line; did it run?", field="ping")
     rtt = _PING_SUMMARY.search(text)
-    vals = [float(rtt.group(k)) for k in ("min", "avg", "max", "mdev")] if rtt else [None] * 4
+    try:
+        vals = [_float(rtt.group(k)) for k in ("min", "avg", "max", "mdev")] if rtt else [None] * 4
+    except ValueError:  # a figure too long to be one
+        vals = [None] * 4
     return PingSummary(int(counts.group("tx")), int(counts.group("rx")), *vals)
 
 
@@ -70,7 +86,10 @@ def parse_irtt_replies(text: str) -> list[tuple[int, float]]:
     out = []
     for line in text.splitlines():
         if m := _IRTT_REPLY.match(line.strip()):
-            out.append((int(m["seq"]), float(m["rtt"]) * _IRTT_UNIT_MS[m["unit"]]))
+            try:
+                out.append((int(m["seq"]), _float(m["rtt"]) * _IRTT_UNIT_MS[m["unit"]]))
+            except ValueError:
+                continue
     return out
 
 
@@ -119,14 +138,14 @@ def _iperf3_result(doc: dict[str, Any]) -> IperfResult:
         # iperf3 >= 3.12 splits sender and receiver sums for UDP; older ones have one sum.
         sent = end.get("sum_sent", s)
         recv = end.get("sum_received", s)
-        return IperfResult("UDP", float(sent.get("bits_per_second", 0.0)), float(recv.get("bits_per_second", 0.0)),
-                           float(recv.get("seconds", s.get("seconds", 0.0))), None,
-                           float(s.get("lost_percent", recv.get("lost_percent", 0.0))),
-                           float(s.get("jitter_ms", recv.get("jitter_ms", 0.0))), intervals,
+        return IperfResult("UDP", _float(sent.get("bits_per_second", 0.0)), _float(recv.get("bits_per_second", 0.0)),
+                           _float(recv.get("seconds", s.get("seconds", 0.0))), None,
+                           _float(s.get("lost_percent", recv.get("lost_percent", 0.0))),
+                           _float(s.get("jitter_ms", recv.get("jitter_ms", 0.0))), intervals,
                            _cut_short(doc, sent, recv))
     sent, recv = end.get("sum_sent", {}), end.get("sum_received", {})
-    return IperfResult("TCP", float(sent.get("bits_per_second", 0.0)), float(recv.get("bits_per_second", 0.0)),
-                       float(recv.get("seconds", 0.0)), int(sent.get("retransmits", 0)), None, None, intervals,
+    return IperfResult("TCP", _float(sent.get("bits_per_second", 0.0)), _float(recv.get("bits_per_second", 0.0)),
+                       _float(recv.get("seconds", 0.0)), int(sent.get("retransmits", 0)), None, None, intervals,
                        _cut_short(doc, sent, recv))
 
 
@@ -195,7 +214,7 @@ def parse_tcp_probe(text: str) -> list[TcpProbeEvent]:
             dst, dport = split_host_port(f["dest"])
             ssthresh = int(f["ssthresh"])
             events.append(TcpProbeEvent(
-                t_s=float(m.group("ts")), cpu=int(m.group("cpu")), family=f.get("family", ""),
+                t_s=_float(m.group("ts")), cpu=int(m.group("cpu")), family=f.get("family", ""),
                 src=src, sport=sport, dst=dst, dport=dport, data_len_bytes=int(f["data_len"]),
                 snd_nxt=int(f["snd_nxt"], 16), snd_una=int(f["snd_una"], 16),
                 snd_cwnd_pkts=int(f["snd_cwnd"]),
@@ -268,6 +287,8 @@ def _with_info(sock: SsSocket, line: str) -> SsSocket:
     srtt = rttvar = None
     if m := re.fullmatch(r"(\d+(?:\.\d+)?)/(\d+(?:\.\d+)?)", info.get("rtt", "")):
         srtt, rttvar = float(m.group(1)), float(m.group(2))
+        if not (math.isfinite(srtt) and math.isfinite(rttvar)):
+            srtt = rttvar = None
 
     def number(key: str) -> int | None:  # ASCII digits, as many as a 64-bit counter has: what int() takes
         return int(info[key]) if re.fullmatch(r"[0-9]{1,20}", info.get(key, "")) else None
@@ -286,7 +307,7 @@ def parse_ss_tin(text: str) -> list[SsSocket]:
     host: str | None = None
     last: SsSocket | None = None  # the socket line an info line would belong to
     for line in text.splitlines():
-        if m := _SS_POLL.match(line):
+        if (m := _SS_POLL.match(line)) and math.isfinite(float(m.group("ts"))):
             t_s, host, last = float(m.group("ts")), m.group("host"), None
         elif line[:1] in (" ", "\t"):
             if last is not None and line.strip():
@@ -319,10 +340,10 @@ def parse_iperf3_intervals(lines: list[str]) -> list[tuple[float, float]]:
         if not m or m["rest"].strip().endswith(("sender", "receiver")):
             continue
         try:
-            t = float(stamp)
+            t, rate = _float(stamp), _float(m["rate"])
         except ValueError:
             continue
-        rows.append((t, float(m["rate"]) * _BIT_UNITS[m["unit"]] / 1e6))
+        rows.append((t, rate * _BIT_UNITS[m["unit"]] / 1e6))
     return rows
 
 
@@ -333,5 +354,8 @@ def parse_iperf3_text_report(text: str) -> list[tuple[float, float, float]]:
     for line in text.splitlines():
         m = _IPERF_INTERVAL.match(line.strip())
         if m and not m["rest"].strip().endswith(("sender", "receiver")):
-            rows.append((float(m["start"]), float(m["end"]), float(m["rate"]) * _BIT_UNITS[m["unit"]] / 1e6))
+            try:
+                rows.append((_float(m["start"]), _float(m["end"]), _float(m["rate"]) * _BIT_UNITS[m["unit"]] / 1e6))
+            except ValueError:
+                continue
     return rows

@@ -119,7 +119,8 @@ class Binned:
         self.open_from = 0  # bins before it are closed: their points are in `done`
 
     def add(self, t: float, value: float) -> None:
-        self.add_to(math.floor(t / BIN_S), value)
+        if math.isfinite(k := t / BIN_S):  # a sample whose time is none ("nan"), or past 1e307 s, has no bin
+            self.add_to(math.floor(k), value)
 
     def add_to(self, k: int, value: float) -> None:
         """Into bin k; a bin already closed (an event that came late) adds to the first open one."""

@@ -506,6 +506,7 @@ class Sweep:
                     for i, r in enumerate(p.get("runs") if isinstance(p.get("runs"), list) else [], 1)
                     if isinstance(r, dict)]
             values = p.get("values") if isinstance(p.get("values"), dict) else {}
+            values = {k: v for k, v in values.items() if not isinstance(v, (list, dict))}  # an axis's value is one
             points.append(Point(str(p.get("label") or "all"), values, runs))
         return cls(path, meta, points)
 

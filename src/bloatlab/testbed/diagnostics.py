@@ -42,7 +42,9 @@ def timer_overshoot(sleep_ns: int = TIMER_SLEEP_NS, count: int = TIMER_SLEEPS,
         argv = [str(binary), "--timer", str(sleep_ns), str(count)] + (["--rt"] if realtime else [])
         done = proc.run(argv, timeout_s=10 + count * sleep_ns / 1e9 * 20)
         return TimerOvershoot.from_json(json.loads(done.stdout))
-    except (BloatlabError, json.JSONDecodeError):  # a machine or command error: the run goes on without it
+    # A machine or command error, or a report not of this bloatlab's binary (a field missing or not
+    # of its type): the run goes on without it.
+    except (BloatlabError, ValueError, KeyError, TypeError):
         return None
 
 

@@ -37,8 +37,9 @@ PROFILE = os.environ.get("BLOATLAB_FUZZ", "short")
 if PROFILE not in ("short", "long"):
     raise SystemExit(f"BLOATLAB_FUZZ={PROFILE!r}: choose short or long")
 # The long campaign's examples per target are the short one's times this (each target's short
-# count is sized to its speed: this keeps each long target near 1-4 minutes on two busy cores).
-LONG_FACTOR = int(os.environ.get("BLOATLAB_FUZZ_FACTOR", "200"))
+# count is sized to its speed: at 100, each long target runs 0.5-4 minutes on two busy cores; make
+# fuzz sets it with FUZZ_SCALE).
+LONG_FACTOR = int(os.environ.get("BLOATLAB_FUZZ_FACTOR", "100"))
 
 _COMMON = dict(deadline=None,  # a noisy machine: a slow example is not a failure
                suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,

@@ -295,3 +295,11 @@ def test_numbers_too_long_to_be_floats_are_no_measurement():
     stamp = event.split("tcp_probe:")[0].split()[-1].rstrip(":")
     assert parse_tcp_probe(event.replace(stamp, huge)) == []
     assert parse_iperf3_intervals([f"{huge} [  5]   0.00-0.10   sec  28.3 KBytes  2.5 Mbits/sec"]) == []
+
+
+def test_a_ping_killed_before_its_statistics_loses_no_negative_count(raw_dir):
+    # The requests lost were max(seq) - replies: -1 for a lone reply of icmp_seq=0.
+    probe = PingFlow(Ping(name="ping", kind="ping", **WORKLOAD), None, raw_dir, _clock(), 0)
+    probe.started = True
+    raw.ping(raw_dir, "ping").write_text("0 bytes from 0: icmp_seq=0 time=0 ms")
+    assert probe.collect().ping_lost == 0

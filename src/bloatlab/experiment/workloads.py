@@ -200,7 +200,7 @@ class PingFlow(Running):
                 got.errors.append(f"{self.w.name}: {e}")
             # Killed before its statistics: the requests never answered below the last answer.
             seqs = {r.seq for r in replies}
-            got.ping_lost = max(seqs) - len(seqs) if seqs else 0
+            got.ping_lost = max(0, max(seqs) - len(seqs)) if seqs else 0  # seqs count from 1; a 0 is no loss
         got.per_ping[self.w.name] = ([rtt for *_, rtt in got.ping], got.ping_lost)
         return got
 

@@ -35,7 +35,8 @@ def collect(out: Path, record: RunRecord) -> None:
     incomplete, with it as the reason) where a file is not what the driver writes."""
     try:
         _collect(out, record)
-    except (OSError, ValueError, KeyError, TypeError, IndexError) as e:  # a file cut short, a cell not a number
+    # A file cut short, a cell not a number, or a count no float holds.
+    except (OSError, ValueError, KeyError, TypeError, IndexError, OverflowError) as e:
         raise BloatlabError(f"the ns-3 driver's files in {out} are not what it writes "
                             f"({type(e).__name__}: {' '.join(str(e).split())})", field="ns3") from None
 

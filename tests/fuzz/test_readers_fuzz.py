@@ -219,11 +219,11 @@ def test_flent_file_reader(flent_doc, tmp_path, data, how):
     doc = data.draw(json_bytes(flent_doc, FLENT_POOL))
     path = tmp_path / ("m.flent.gz" if how != "plain" else "m.flent")
     if how == "gz":
-        path.write_bytes(gzip.compress(doc))
+        path.write_bytes(gzip.compress(doc, mtime=0))
     elif how == "plain":
         path.write_bytes(doc)
     else:  # the compressed file itself damaged: cut, bytes flipped
-        path.write_bytes(data.draw(mutated_bytes(gzip.compress(json.dumps(flent_doc).encode()))))
+        path.write_bytes(data.draw(mutated_bytes(gzip.compress(json.dumps(flent_doc).encode(), mtime=0))))
     m = contract(lambda: read_measurement(path))
     if m is not None:
         check_measurement(m, tmp_path)
@@ -362,7 +362,7 @@ def test_the_seeds_read_cleanly(recorded, run_dir, sweep_dir, flent_doc, tmp_pat
     shutil.copy(sweep_dir / "aggregate.orig", sweep_dir / "aggregate.json")
     assert load_sweep(sweep_dir).metrics().shape[0] == 2
     path = tmp_path / "m.flent.gz"
-    path.write_bytes(gzip.compress(json.dumps(flent_doc).encode()))
+    path.write_bytes(gzip.compress(json.dumps(flent_doc).encode(), mtime=0))
     check_measurement(read_measurement(path), tmp_path)
     assert read_stats_if_any(DATA / "datapath-stats.json") is not None
     (tmp_path / "j.json").write_text(json.dumps(JOURNAL))
@@ -501,11 +501,11 @@ def test_a_flent_file_that_does_not_read_is_a_one_line_error(flent_doc, tmp_path
     path = tmp_path / "m.flent.gz"
     if data is None:
         doc = {**flent_doc, "metadata": {**flent_doc["metadata"], "TOTAL_LENGTH": 10**400}}
-        data = gzip.compress(json.dumps(doc).encode())
+        data = gzip.compress(json.dumps(doc).encode(), mtime=0)
     elif data == "deep":
-        data = gzip.compress(DEEP.encode())
+        data = gzip.compress(DEEP.encode(), mtime=0)
     elif data == "long":
-        data = gzip.compress(b'{"metadata": ' + b"1" * 5000 + b"}")
+        data = gzip.compress(b'{"metadata": ' + b"1" * 5000 + b"}", mtime=0)
     path.write_bytes(data)
     with pytest.raises(BloatlabError) as caught:
         read_measurement(path)
@@ -516,7 +516,7 @@ def test_flent_series_that_are_not_lists_are_read_as_empty(flent_doc, tmp_path):
     # zip(x_values, 5) raised TypeError.
     doc = {**flent_doc, "raw_values": {}, "results": {**flent_doc["results"], "TCP upload::1": 5}}
     path = tmp_path / "m.flent.gz"
-    path.write_bytes(gzip.compress(json.dumps(doc).encode()))
+    path.write_bytes(gzip.compress(json.dumps(doc).encode(), mtime=0))
     assert read_measurement(path).throughput.empty
 
 

@@ -77,13 +77,15 @@ def test_a_flent_files_marks_and_cc_fall_back_to_marking_and_the_series_name(tmp
     assert any("congestion control" in n for n in m.notes) and any("tcp_ecn = 1" in n for n in m.notes)
 
 
+# Named, and compressed with no time in their header: pytest-xdist's workers must collect the
+# same test ids (gzip's header holds the second it was written in).
 @pytest.mark.parametrize("content, says", [
     (b"not gzip at all", "not a Flent data file"),
-    (gzip.compress(b'{"a": 1}'), "not a Flent data file (no metadata"),
-    (gzip.compress(json.dumps({"metadata": {"NAME": "http"}, "results": {}}).encode()), "Flent's 'http' test"),
-    (gzip.compress(json.dumps({"metadata": {"NAME": "ping", "TOTAL_LENGTH": "ten"}, "results": {}}).encode()),
-     "TOTAL_LENGTH"),
-])
+    (gzip.compress(b'{"a": 1}', mtime=0), "not a Flent data file (no metadata"),
+    (gzip.compress(json.dumps({"metadata": {"NAME": "http"}, "results": {}}).encode(), mtime=0), "Flent's 'http' test"),
+    (gzip.compress(json.dumps({"metadata": {"NAME": "ping", "TOTAL_LENGTH": "ten"}, "results": {}}).encode(),
+                   mtime=0), "TOTAL_LENGTH"),
+], ids=["not-gzip", "no-metadata", "http-test", "length-not-a-number"])
 def test_what_is_not_a_measurement_is_a_one_line_error(tmp_path, content, says):
     path = tmp_path / "x.flent.gz"
     path.write_bytes(content)

@@ -119,7 +119,12 @@ TEST_WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 1); [ $$n -gt 4 ] && n=4;
 PYTEST = PATH="$(dir $(CARGO)):$$PATH" $(VENV)/bin/python -m pytest -q
 test: TOOLS += chromium:chromium tshark:tshark g++:g++
 test: packages build ## cargo test, the layers' import contract (lint-imports), then pytest (root for namespaces)
-	@$(MAKE) --no-print-directory venv EXTRAS=test,sim,cluster,calibrate
+	@# The Rust tests compile (their own target/debug) while pip fills the venv, which leaves a
+	@# core mostly idle; cargo test then shows any error of theirs.
+	@$(CARGO) test --workspace --no-run --quiet >/dev/null 2>&1 & early=$$!; \
+	trap 'kill $$early 2>/dev/null; exit 130' INT TERM; \
+	rc=0; $(MAKE) --no-print-directory venv EXTRAS=test,sim,cluster,calibrate || rc=$$?; \
+	wait $$early; exit $$rc
 	$(CARGO) test --workspace
 	$(VENV)/bin/lint-imports
 	@worst=0; \

@@ -211,6 +211,9 @@ def test_the_plan_runs_only_what_the_chosen_targets_need():
     unlimited = _plan(["unlimited_tcp"], [10**9], 2)
     assert [(c.backend, c.round) for c in unlimited] == [("userspace", 1), ("kernel", 1), ("veth", 1),
                                                          ("userspace", 2), ("kernel", 2), ("veth", 2)]
+    # The shaped targets are judged on the bridge alone: no plain veth (5 s of a bench) beside it.
+    shaped = _plan(["shaped_tcp", "shaped_udp"], [10**9], 3)
+    assert [c.backend for c in shaped if c.rate_bps is None] == ["kernel"]
 
 
 @pytest.mark.parametrize("htb", [True, False])

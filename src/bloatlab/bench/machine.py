@@ -303,7 +303,8 @@ def _plan(names: list[str], rates: list[int], rounds: int) -> list[Case]:
             if "unlimited_tcp" in need:
                 cases.append(Case("userspace", None, 0, tag))
             cases.append(Case("kernel", None, 0, tag))  # the bridge
-            cases.append(Case("veth", None, 0, tag))
+            if "unlimited_tcp" in need:  # the plain veth beside it; the shaped targets need the bridge alone
+                cases.append(Case("veth", None, 0, tag))
     if need & {"shaped_tcp", "shaped_udp"}:
         # The machine's own shaper at the same rates, with the same queue: where it too falls
         # short, the machine (two cores, one receiving iperf3) is the limit, not bloatlab. Each

@@ -189,17 +189,15 @@ fn idle_time_decays_the_average() {
     assert!((d.red.avg() - want).abs() < 1e-6 * before, "{} vs {}", d.red.avg(), want);
 }
 
-#[test]
-fn adaptive_tunes_max_p_towards_the_target_band() {
-    let p = RedParams { min: Some(10), max: Some(30), burst_pkts: Some(11), adaptive: true, gentle: true, ..Default::default() };
+/// A queue filled to 40 packets and held there until 2.1 s, one arrival and one departure a
+/// millisecond: the drive and the time it ends at.
+fn standing_queue_of_40(p: RedParams) -> (Drive, u64) {
     let mut d = Drive::new(Limit::Packets(1000), p);
     let mut t = 0;
     while d.red.backlog() < 40.0 {
         d.offer(t, 1000, Ecn::NotEct);
         t += 1;
     }
-    // A standing queue of 40 (above the target band's top, 22) for 2.1 s: four ticks, each
-    // raising max_p by min(0.01, max_p / 4): 0.02 -> 0.025 -> 0.03125 -> 0.0390625 -> 0.048828125.
     while t < 2_100 * MS {
         if d.offer(t, 1000, Ecn::NotEct) {
             d.take(t);
@@ -209,6 +207,15 @@ fn adaptive_tunes_max_p_towards_the_target_band() {
         }
         t += MS;
     }
+    (d, t)
+}
+
+#[test]
+fn adaptive_tunes_max_p_towards_the_target_band() {
+    let p = RedParams { min: Some(10), max: Some(30), burst_pkts: Some(11), adaptive: true, gentle: true, ..Default::default() };
+    // A standing queue of 40 (above the target band's top, 22) for 2.1 s: four ticks, each
+    // raising max_p by min(0.01, max_p / 4): 0.02 -> 0.025 -> 0.03125 -> 0.0390625 -> 0.048828125.
+    let (mut d, t) = standing_queue_of_40(p);
     assert!((d.red.max_p() - 0.048828125).abs() < 1e-12, "{}", d.red.max_p());
     // An empty queue (average below target 18): max_p decays by 0.9 per tick, not below 0.01.
     while d.take(t) {}
@@ -303,21 +310,7 @@ fn adaptive_skips_the_ticks_that_change_nothing_exactly() {
     let p = RedParams { min: Some(10), max: Some(30), burst_pkts: Some(11), adaptive: true, gentle: true, ..Default::default() };
     // After a standing queue of 40 for 2.1 s (max_p up to 0.0488), emptied (or left standing).
     let busy = |standing: bool| {
-        let mut d = Drive::new(Limit::Packets(1000), p.clone());
-        let mut t = 0;
-        while d.red.backlog() < 40.0 {
-            d.offer(t, 1000, Ecn::NotEct);
-            t += 1;
-        }
-        while t < 2_100 * MS {
-            if d.offer(t, 1000, Ecn::NotEct) {
-                d.take(t);
-            }
-            if d.red.backlog() < 40.0 {
-                d.offer(t, 1000, Ecn::NotEct);
-            }
-            t += MS;
-        }
+        let (mut d, t) = standing_queue_of_40(p.clone());
         if !standing {
             while d.take(t) {}
         }
